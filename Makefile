@@ -1,0 +1,42 @@
+# rlpilot: every target bootstraps .venv idempotently (seconds when it already exists).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.rlpilot-installed
+DEMO_RUN := runs/demo-$(shell date +%Y%m%d-%H%M%S)
+
+.PHONY: demo test test-all lint bench venv clean
+
+venv: $(STAMP)
+
+# torch is pinned and installed first, explicitly: pip must never pick a torch build on its own.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.14.1 torchvision==0.29.1
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/rlpilot train ppo-cartpole --run-dir $(DEMO_RUN)
+	$(BIN)/rlpilot eval $(DEMO_RUN) --episodes 100
+	@echo "run directory: $(DEMO_RUN)   curve: $(DEMO_RUN)/curve.png"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+# everything, including learning runs marked slow
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m "" tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev,bench]"
+	$(BIN)/python benchmarks/time_to_solve.py
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,33 @@
+"""rlpilot: from a gymnasium environment to a trained, checked and diagnosed policy, on TorchRL.
+
+The package root imports nothing heavy: ``import rlpilot`` and the CLI's help stay instant, and
+torch/torchrl load when a function that needs them is first called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "train": ("rlpilot.train", "train"),
+    "load_run": ("rlpilot.runs", "load_run"),
+    "Run": ("rlpilot.runs", "Run"),
+    "make_env": ("rlpilot.envs", "make_env"),
+    "evaluate": ("rlpilot.evaluate", "evaluate"),
+    "check_env": ("rlpilot.envs.check", "check_env"),
+    "load_config": ("rlpilot.config", "load_config"),
+    "Config": ("rlpilot.config", "Config"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module_name, attr = _LAZY[name]
+        return getattr(importlib.import_module(module_name), attr)
+    raise AttributeError(f"module 'rlpilot' has no attribute {name!r}")

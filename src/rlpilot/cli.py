@@ -1,0 +1,164 @@
+"""The ``rlpilot`` command: verbs → library calls; known errors → one line and exit code 2.
+
+Only argparse and the config module (no torch) are imported at start, so ``--help``, ``presets``
+and argument errors answer in well under a second; each verb imports what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rlpilot.errors import UserError
+
+EXIT_BAD_INPUT = 2
+
+
+def _cmd_presets(args: argparse.Namespace) -> int:
+    from rlpilot.config import load_config, preset_names
+
+    print(f"{'preset':<16} {'algo':<5} {'env':<16} {'budget (frames)':>15} {'solved at':>10}")
+    for name in preset_names():
+        config = load_config(name)
+        solved = "-" if config.train.solved_at is None else f"{config.train.solved_at:g}"
+        print(f"{name:<16} {config.algo:<5} {config.env.id:<16} {config.train.total_frames:>15,} {solved:>10}")
+    return 0
+
+
+def _env_config(target: str, overrides: list[str]):
+    """``check`` accepts a preset name or an env id (with ``--set env.*`` overrides either way)."""
+    from rlpilot.config import Config, EnvConfig, apply_overrides, load_config, preset_names
+
+    if target in preset_names():
+        return load_config(target, overrides=overrides).env
+    config = apply_overrides(Config(env=EnvConfig(id=target)), overrides)
+    return config.env
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    env_cfg = _env_config(args.target, args.set)
+    from rlpilot.envs import resolve_env
+
+    resolve_env(env_cfg.id)  # bad ids fail here, before torch-heavy work
+    from rlpilot.envs.check import check_env
+
+    report = check_env(env_cfg, episodes=args.episodes, seed=args.seed)
+    print(report.render())
+    return 0 if report.healthy else 1
+
+
+def _train_config(args: argparse.Namespace):
+    from rlpilot.config import ALGOS, load_config
+
+    overrides = list(args.set)
+    if args.seed is not None:
+        overrides.append(f"train.seed={args.seed}")
+    if args.device is not None:
+        overrides.append(f"train.device={args.device}")
+    if args.frames is not None:
+        overrides.append(f"train.total_frames={args.frames}")
+    if args.env is not None:
+        if args.target not in ALGOS:
+            raise UserError(f"'{args.target} {args.env}': the first word must be an algorithm ({', '.join(ALGOS)})")
+        return load_config(algo=args.target, env_id=args.env, overrides=overrides)
+    if args.target in ALGOS:
+        raise UserError(f"'rlpilot train {args.target}' needs an env too, e.g. rlpilot train {args.target} CartPole-v1")
+    return load_config(args.target, overrides=overrides)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    config = _train_config(args)
+    if config.preset is None:
+        from rlpilot.envs import resolve_env
+
+        resolve_env(config.env.id)
+    from rlpilot.train import train
+
+    result = train(config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet)
+    evaluation = "-" if result.last_eval is None else f"{result.last_eval:.1f}"
+    solved = f" (solved at {result.solved_at_frames:,} frames)" if result.solved_at_frames else ""
+    print(f"status: {result.status}{solved}")
+    print(f"frames: {result.frames:,}  wall: {result.elapsed_s:.1f} s  last greedy eval: {evaluation}")
+    print(f"run:    {result.run.path}")
+    print(f"curve:  {result.run.curve_path}")
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from rlpilot.policy import evaluate_run
+
+    result = evaluate_run(args.run, episodes=args.episodes, seed=args.seed)
+    print(f"{args.episodes} greedy episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
+          f"min {result.returns.min():.2f}  max {result.returns.max():.2f}")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from rlpilot.plot import plot_run
+    from rlpilot.runs import load_run
+    from rlpilot.train import solved_threshold
+
+    run = load_run(args.run)
+    out = plot_run(run, args.out, solved_at=solved_threshold(run.config()))
+    print(out)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlpilot", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    p = verbs.add_parser("presets", help="list presets: algorithm, env, budget, solved threshold")
+    p.set_defaults(func=_cmd_presets)
+
+    p = verbs.add_parser("check", help="preflight of an environment: specs, rollout statistics, pitfalls")
+    p.add_argument("target", metavar="ENV|PRESET", help="gymnasium id, package.module:Class, or a preset name")
+    p.add_argument("--episodes", type=int, default=20, help="random-policy episodes (default 20)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (env.*)")
+    p.set_defaults(func=_cmd_check)
+
+    p = verbs.add_parser("train", help="train a preset, or an algorithm on any env")
+    p.add_argument("target", metavar="PRESET|ALGO", help="a preset (rlpilot presets) or an algorithm name")
+    p.add_argument("env", nargs="?", metavar="ENV", help="env id when the first argument is an algorithm")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override, e.g. --set ppo.lr=1e-3 (repeatable)")
+    p.add_argument("--seed", type=int, help="shortcut for --set train.seed=N")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="shortcut for --set train.device=...")
+    p.add_argument("--frames", type=int, help="shortcut for --set train.total_frames=N")
+    p.add_argument("--runs", default="runs", help="folder for new run directories (default runs/)")
+    p.add_argument("--run-dir", help="exact run directory to create")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_train)
+
+    p = verbs.add_parser("eval", help="greedy episodes of a trained run")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--episodes", type=int, default=20)
+    p.add_argument("--seed", type=int, default=12345)
+    p.set_defaults(func=_cmd_eval)
+
+    p = verbs.add_parser("plot", help="training curve of a run")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--out", help="output image (.png or .svg); default RUN/curve.png")
+    p.set_defaults(func=_cmd_plot)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        if args.debug:
+            raise
+        print(f"rlpilot: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("rlpilot: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

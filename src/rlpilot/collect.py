@@ -1,0 +1,114 @@
+"""Batched collection that pays TorchRL's per-step overhead once per batch.
+
+Profile that shaped it (CartPole, 16 envs, one core): ``Collector`` over the TorchRL env with a
+``ProbabilisticActor`` took ~1.3 ms per vector step and ``env.step_and_maybe_reset`` + actor ~1.0 ms
+(TensorDict construction, spec checks and ``step_mdp`` each step) while the numpy env itself takes
+~0.05 ms. Here the gymnasium vector env is stepped directly with plain tensors (policy call,
+observation transforms from :func:`rlpilot.envs.observation_reader`, one preallocated buffer), and
+one TensorDict in TorchRL's layout is built per batch, so losses and value estimators read it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+from torchrl.envs import TransformedEnv
+
+from rlpilot.envs import observation_reader
+from rlpilot.envs.gym_vector import to_numpy_action
+
+ActFn = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+
+
+class EpisodeTracker:
+    """Running return/length per env; finished episodes are drained by the training loop."""
+
+    def __init__(self, num_envs: int):
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+        self.finished_returns: list[float] = []
+        self.finished_lengths: list[int] = []
+        self.episodes = 0
+
+    def update(self, reward: np.ndarray, done: np.ndarray) -> None:
+        self.returns += reward
+        self.lengths += 1
+        if done.any():
+            self.finished_returns += self.returns[done].tolist()
+            self.finished_lengths += self.lengths[done].tolist()
+            self.episodes += int(done.sum())
+            self.returns[done] = 0.0
+            self.lengths[done] = 0
+
+    def drain(self) -> tuple[list[float], list[int]]:
+        returns, lengths = self.finished_returns, self.finished_lengths
+        self.finished_returns, self.finished_lengths = [], []
+        return returns, lengths
+
+
+class BatchCollector:
+    """Collects ``[num_envs, steps]`` TensorDicts from a :func:`rlpilot.envs.make_env` env."""
+
+    def __init__(self, env: TransformedEnv, act: ActFn, *, steps: int, seed: int | None):
+        self.vector_env = env.base_env.vector_env
+        self.action_space = self.vector_env.action_space
+        self.num_envs = self.vector_env.num_envs
+        self.device = env.device
+        self.read_observation = observation_reader(env)
+        self.act = act
+        self.steps = steps
+        self.episodes = EpisodeTracker(self.num_envs)
+        raw, _ = self.vector_env.reset(seed=seed)
+        self.observation = self.read_observation(raw)
+
+    def collect(self) -> TensorDict:
+        n, steps = self.num_envs, self.steps
+        observations, next_observations, actions, extras = [], [], [], []
+        rewards = np.empty((steps, n), dtype=np.float32)
+        terminated = np.empty((steps, n), dtype=bool)
+        truncated = np.empty((steps, n), dtype=bool)
+        for t in range(steps):
+            observation = self.observation
+            action, extra = self.act(observation)
+            raw, reward, term, trunc, _ = self.vector_env.step(to_numpy_action(action, self.action_space))
+            next_observation = self.read_observation(raw)
+            done = term | trunc
+            self.episodes.update(reward, done)
+            if done.any():
+                raw, _ = self.vector_env.reset(options={"reset_mask": done})
+                self.observation = self.read_observation(raw)
+            else:
+                self.observation = next_observation
+            observations.append(observation)
+            next_observations.append(next_observation)
+            actions.append(action)
+            extras.append(extra)
+            rewards[t], terminated[t], truncated[t] = reward, term, trunc
+        return self._as_tensordict(observations, next_observations, actions, extras, rewards, terminated, truncated)
+
+    def _as_tensordict(self, observations, next_observations, actions, extras, rewards, terminated, truncated):
+        """One TensorDict ``[num_envs, steps]`` (time last, as TorchRL's value estimators expect)."""
+
+        def stack(items: list[torch.Tensor]) -> torch.Tensor:
+            return torch.stack(items, 1)
+
+        def flags(array: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(array.T.copy()).unsqueeze(-1).to(self.device)
+
+        term, trunc = flags(terminated), flags(truncated)
+        data = {
+            "observation": stack(observations),
+            "action": stack(actions),
+            **{key: stack([extra[key] for extra in extras]) for key in extras[0]},
+            "next": {
+                "observation": stack(next_observations),
+                "reward": flags(rewards),
+                "terminated": term,
+                "truncated": trunc,
+                "done": term | trunc,
+            },
+        }
+        return TensorDict(data, batch_size=[self.num_envs, self.steps], device=self.device)

@@ -1,0 +1,203 @@
+"""``make_env``: any gymnasium id or user class → a batched, seeded TorchRL env with the right transforms.
+
+The TorchRL env (``TransformedEnv`` over :class:`GymVectorEnv`) is the contract: specs, ``check``,
+``rollout`` and users' own TorchRL code see it. Training collects through
+:class:`rlpilot.collect.BatchCollector`, which steps the same gymnasium vector env directly and
+applies the same observation transforms (:func:`observation_reader`) once per step on plain tensors;
+a test checks both paths produce identical observations.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.error import DependencyNotInstalled
+from gymnasium.vector import AutoresetMode
+from torchrl.envs import (
+    CatTensors,
+    Compose,
+    DoubleToFloat,
+    ObservationNorm,
+    RewardSum,
+    StepCounter,
+    TransformedEnv,
+)
+
+from rlpilot.config import EnvConfig
+from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
+from rlpilot.errors import UserError
+
+# gymnasium ids with a numpy-vectorised implementation that can run without autoreset.
+NUMPY_VECTOR_ENVS: dict[str, type] = {
+    "CartPole-v0": CartPoleVectorEnvNoAutoreset,
+    "CartPole-v1": CartPoleVectorEnvNoAutoreset,
+}
+
+# gymnasium raises DependencyNotInstalled for these families; the extra that brings them.
+EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "pygame": "classic-control", "ale_py": "atari"}
+
+
+def resolve_env(env_id: str) -> tuple[Callable[..., gym.Env] | None, str | None]:
+    """Returns (user class, None) for ``module:Class``, or (None, gymnasium id) for a registered id.
+
+    ``module:Env-v0`` imports ``module`` (which registers the id) and returns the id.
+    """
+    if ":" in env_id:
+        module_name, _, attr = env_id.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UserError(
+                f"cannot import module '{module_name}' for env '{env_id}' ({exc}); "
+                "is it installed or on PYTHONPATH?"
+            ) from None
+        candidate = getattr(module, attr, None)
+        if isinstance(candidate, type) and issubclass(candidate, gym.Env):
+            return candidate, None
+        env_id = attr
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UserError(
+            f"unknown environment '{env_id}'.{hint} Use a gymnasium id, 'package.module:Class', "
+            "or 'package.module:Id' for an id registered when the module is imported."
+        )
+    return None, env_id
+
+
+def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
+    env_class, env_id = resolve_env(env_cfg.id)
+
+    def thunk() -> gym.Env:
+        if env_class is not None:
+            env = env_class(**env_cfg.kwargs)
+            if env_cfg.max_episode_steps is not None:
+                env = gym.wrappers.TimeLimit(env, env_cfg.max_episode_steps)
+            return env
+        return gym.make(env_id, max_episode_steps=env_cfg.max_episode_steps, **env_cfg.kwargs)
+
+    return thunk
+
+
+def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
+    """A gymnasium vector env with autoreset DISABLED (resets are driven by the caller)."""
+    numpy_class = NUMPY_VECTOR_ENVS.get(env_cfg.id)
+    backend = env_cfg.backend
+    if backend == "numpy" and numpy_class is None:
+        raise UserError(
+            f"env.backend=numpy: no numpy-vectorised implementation of '{env_cfg.id}' "
+            f"(available: {', '.join(NUMPY_VECTOR_ENVS)}); use env.backend=sync"
+        )
+    try:
+        if numpy_class is not None and backend in ("auto", "numpy") and not env_cfg.kwargs:
+            max_steps = env_cfg.max_episode_steps or gym.spec(env_cfg.id).max_episode_steps
+            return numpy_class(num_envs=num_envs, max_episode_steps=max_steps)
+        thunk = _make_single(env_cfg)
+        return gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
+    except DependencyNotInstalled as exc:
+        text = str(exc)
+        extra = next((name for key, name in EXTRAS.items() if key in text), None)
+        fix = f'pip install "gymnasium[{extra}]"' if extra else "install the missing package"
+        raise UserError(f"'{env_cfg.id}' needs an optional dependency: {fix}") from None
+    except TypeError as exc:
+        raise UserError(f"cannot construct '{env_cfg.id}' with env.kwargs={env_cfg.kwargs}: {exc}") from None
+
+
+def _observation_keys(base: GymVectorEnv) -> list:
+    return list(base.observation_spec.keys(True, True))
+
+
+def make_env(
+    env_cfg: EnvConfig,
+    *,
+    num_envs: int | None = None,
+    seed: int | None = None,
+    device: torch.device | str = "cpu",
+    obs_norm_state: dict | None = None,
+) -> TransformedEnv:
+    """Builds the batched TorchRL env with its transform chain, seeded.
+
+    Chain (each piece only where the specs need it): ``DoubleToFloat`` for float64 observations;
+    ``CatTensors`` of all keys into ``"observation"`` for dict spaces (the keys stay too);
+    ``ObservationNorm`` when ``env_cfg.normalize_obs`` (statistics from ``obs_norm_state`` when
+    resuming or evaluating, else measured on random rollouts); ``StepCounter`` and ``RewardSum``
+    (``episode_reward``) for episode bookkeeping.
+    """
+    base = GymVectorEnv(make_vector_env(env_cfg, num_envs or env_cfg.num_envs), device=device)
+    transforms = []
+    obs_keys = _observation_keys(base)
+    doubles = [k for k in obs_keys if base.observation_spec[k].dtype == torch.float64]
+    if doubles:
+        transforms.append(DoubleToFloat(in_keys=doubles))
+    if obs_keys != ["observation"]:
+        for key in obs_keys:
+            if len(base.observation_spec[key].shape) != 2:
+                raise UserError(
+                    f"dict observation entry '{key}' has shape {tuple(base.observation_spec[key].shape[1:])}; "
+                    "only flat (vector) entries can be concatenated into one observation"
+                )
+        transforms.append(CatTensors(in_keys=obs_keys, out_key="observation", del_keys=False))
+    env = TransformedEnv(base, Compose(*transforms))
+    if seed is not None:
+        env.set_seed(seed)  # statistics are measured on seeded episodes too
+    if env_cfg.normalize_obs:
+        stats = obs_norm_state or measure_observation_stats(env, env_cfg.obs_norm_frames)
+        env.append_transform(
+            ObservationNorm(
+                loc=stats["loc"].to(device),
+                scale=stats["scale"].to(device),
+                in_keys=["observation"],
+                standard_normal=True,
+            )
+        )
+    env.append_transform(StepCounter())
+    env.append_transform(RewardSum())
+    if seed is not None:
+        env.set_seed(seed)  # after measuring statistics: the run starts from the seed's first reset
+    return env
+
+
+def measure_observation_stats(env: TransformedEnv, frames: int) -> dict:
+    """loc/scale of ``"observation"`` under a random policy, over all envs (episodes reset as they end)."""
+    rollout = env.rollout(max(2, frames // env.batch_size.numel()), break_when_any_done=False)
+    flat = rollout.get("observation").reshape(-1, rollout.get("observation").shape[-1])
+    return {"loc": flat.mean(0), "scale": flat.std(0).clamp_min(1e-4)}
+
+
+def observation_reader(env: TransformedEnv) -> Callable[[object], torch.Tensor]:
+    """Maps the gymnasium vector env's raw observation to the chain's ``"observation"`` tensor.
+
+    The fast path for :class:`BatchCollector` and evaluation: the same casts, concatenation and
+    ``ObservationNorm`` (its own loc/scale buffers) as the TorchRL chain, without a TensorDict per step.
+    """
+    base: GymVectorEnv = env.base_env
+    device = base.device
+    keys = [k for k in _observation_keys(base)]
+    norm = next((t for t in env.transform if isinstance(t, ObservationNorm)), None)
+
+    def read(raw) -> torch.Tensor:
+        if isinstance(raw, dict):
+            parts = [np.asarray(raw[k]).reshape(base.num_envs, -1) for k in keys]
+            array = np.concatenate(parts, axis=-1)
+        else:
+            array = raw
+        obs = torch.as_tensor(array, device=device)
+        if obs.dtype != torch.float32:
+            obs = obs.to(torch.float32)
+        if norm is not None:
+            obs = (obs - norm.loc) / norm.scale
+        return obs
+
+    return read
+
+
+def obs_norm_state(env: TransformedEnv) -> dict | None:
+    norm = next((t for t in env.transform if isinstance(t, ObservationNorm)), None)
+    if norm is None:
+        return None
+    return {"loc": norm.loc.detach().cpu(), "scale": norm.scale.detach().cpu()}

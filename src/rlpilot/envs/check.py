@@ -1,0 +1,245 @@
+"""``rlpilot check``: preflight of an environment before any training.
+
+Each pitfall has a severity (``error`` fails the check with exit 1, ``warning`` and ``info`` do not),
+the evidence that raised it, and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torchrl.data import Bounded, Categorical, Composite, TensorSpec
+from torchrl.envs import check_env_specs
+
+from rlpilot.config import EnvConfig
+from rlpilot.envs import make_env, make_vector_env
+from rlpilot.evaluate import evaluate
+
+
+@dataclass
+class Pitfall:
+    severity: str  # "error" | "warning" | "info"
+    name: str
+    evidence: str
+    fix: str
+
+
+@dataclass
+class CheckReport:
+    env_id: str
+    specs: dict[str, str] = field(default_factory=dict)
+    layout: list[str] = field(default_factory=list)
+    random_policy: dict[str, float] = field(default_factory=dict)
+    observation_scale: list[dict[str, float]] = field(default_factory=list)
+    check_env_specs: str = ""
+    pitfalls: list[Pitfall] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return not any(p.severity == "error" for p in self.pitfalls)
+
+    def render(self) -> str:
+        lines = [f"rlpilot check: {self.env_id}", "", "Specs"]
+        lines += [f"  {key:<12} {text}" for key, text in self.specs.items()]
+        lines += ["", f"TorchRL check_env_specs: {self.check_env_specs}", "",
+                  "Tensordict of a 3-step rollout (1 env): key, shape, dtype"]
+        lines += [f"  {line}" for line in self.layout]
+        rp = self.random_policy
+        lines += ["", f"Random policy over {int(rp['episodes'])} episodes",
+                  f"  return  mean {rp['return_mean']:.2f}  std {rp['return_std']:.2f}  "
+                  f"min {rp['return_min']:.2f}  max {rp['return_max']:.2f}",
+                  f"  length  mean {rp['length_mean']:.1f}  min {rp['length_min']:.0f}  max {rp['length_max']:.0f}",
+                  "", "Observation scale under the random policy (per dimension)",
+                  "  dim        mean        std         min         max"]
+        lines += [f"  {i:<4} {s['mean']:>10.3g} {s['std']:>10.3g} {s['min']:>11.3g} {s['max']:>11.3g}"
+                  for i, s in enumerate(self.observation_scale)]
+        lines += ["", "Pitfalls"]
+        if not self.pitfalls:
+            lines.append("  none found")
+        for p in self.pitfalls:
+            lines += [f"  [{p.severity}] {p.name}: {p.evidence}", f"      fix: {p.fix}"]
+        verdict = "healthy" if self.healthy else "NOT healthy (errors above)"
+        lines += ["", f"Verdict: {verdict}"]
+        return "\n".join(lines)
+
+
+def describe_spec(spec: TensorSpec) -> str:
+    shape = tuple(spec.shape[1:])  # drop the env batch dimension
+    if isinstance(spec, Categorical):
+        return f"Discrete({spec.n}): a categorical index in 0..{spec.n - 1}, shape {shape}, {spec.dtype}"
+    if isinstance(spec, Bounded):
+        low, high = spec.space.low.reshape(-1), spec.space.high.reshape(-1)
+        bounds = ", ".join(f"[{lo:.3g}, {hi:.3g}]" for lo, hi in zip(low[:6].tolist(), high[:6].tolist()))
+        more = " ..." if low.numel() > 6 else ""
+        return f"Box{shape} {spec.dtype}, bounds {bounds}{more}"
+    if isinstance(spec, Composite):
+        return "dict of " + ", ".join(f"{k}: {describe_spec(v)}" for k, v in spec.items())
+    return f"{type(spec).__name__}{shape} {spec.dtype} (unbounded)"
+
+
+def _layout(env) -> list[str]:
+    rollout = env.rollout(3)
+    rows = []
+    for key in sorted(rollout.keys(True, True), key=str):
+        value = rollout.get(key)
+        name = key if isinstance(key, str) else "/".join(key)
+        rows.append(f"{name:<28} {str(tuple(value.shape)):<14} {str(value.dtype).replace('torch.', '')}")
+    return rows
+
+
+def _random_rollout(env_cfg: EnvConfig, *, seed: int, steps: int, num_envs: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """Raw observations and rewards of a seeded random policy (seeded action sampling too)."""
+    vector_env = make_vector_env(env_cfg, num_envs)
+    vector_env.action_space.seed(seed)
+    obs, _ = vector_env.reset(seed=seed)
+    observations, rewards, dones = [], [], []
+    for _ in range(steps):
+        observations.append(_flat(obs, num_envs))
+        obs, reward, terminated, truncated, _ = vector_env.step(vector_env.action_space.sample())
+        rewards.append(np.asarray(reward, dtype=np.float64))
+        done = terminated | truncated
+        dones.append(done)
+        if done.any():
+            obs, _ = vector_env.reset(options={"reset_mask": done})
+    vector_env.close()
+    return np.stack(observations), np.stack(rewards)
+
+
+def _flat(obs, num_envs: int) -> np.ndarray:
+    if isinstance(obs, dict):
+        return np.concatenate([np.asarray(obs[k]).reshape(num_envs, -1) for k in sorted(obs)], -1)
+    return np.asarray(obs).reshape(num_envs, -1)
+
+
+def check_env(env_cfg: EnvConfig, *, episodes: int = 20, seed: int = 0, steps: int = 512) -> CheckReport:
+    report = CheckReport(env_cfg.id)
+    env = make_env(env_cfg, num_envs=1, seed=seed)
+    base = env.base_env
+    report.specs = {
+        "observation": describe_spec(base.observation_spec if len(base.observation_spec.keys()) > 1
+                                     else base.observation_spec["observation"]),
+        "action": describe_spec(env.action_spec),
+        "reward": f"{tuple(env.reward_spec.shape[1:])} {env.reward_spec.dtype}",
+        "done": "done = terminated | truncated, each (1,) bool; truncated marks the time limit (bootstrap there)",
+    }
+    try:
+        check_env_specs(env, seed=seed)
+        report.check_env_specs = "passed"
+    except Exception as exc:  # reported as a pitfall, not a crash
+        report.check_env_specs = f"FAILED: {exc}"
+        report.pitfalls.append(Pitfall("error", "specs do not match data", str(exc).splitlines()[0],
+                                       "fix the env's observation_space/action_space to describe what it returns"))
+    report.layout = _layout(env)
+    env.close()
+
+    eval_env = make_env(env_cfg, num_envs=min(episodes, 16), seed=seed)
+    spec = eval_env.action_spec
+    result = evaluate(eval_env, lambda obs: spec.rand(), episodes=episodes, seed=seed)
+    eval_env.close()
+    report.random_policy = {
+        "episodes": episodes, "return_mean": result.mean, "return_std": result.std,
+        "return_min": float(result.returns.min()), "return_max": float(result.returns.max()),
+        "length_mean": float(result.lengths.mean()), "length_min": float(result.lengths.min()),
+        "length_max": float(result.lengths.max()),
+    }
+    observations, rewards = _random_rollout(env_cfg, seed=seed, steps=steps)
+    flat = observations.reshape(-1, observations.shape[-1]).astype(np.float64)
+    report.observation_scale = [
+        {"mean": float(m), "std": float(s), "min": float(lo), "max": float(hi)}
+        for m, s, lo, hi in zip(flat.mean(0), flat.std(0), flat.min(0), flat.max(0))
+    ]
+    report.pitfalls += _pitfalls(env_cfg, base, flat, rewards, result, seed)
+    return report
+
+
+def _pitfalls(env_cfg, base, flat, rewards, random_result, seed) -> list[Pitfall]:
+    found = []
+    obs_specs = {k: base.observation_spec[k] for k in base.observation_spec.keys(True, True)}
+    doubles = [str(k) for k, s in obs_specs.items() if s.dtype == torch.float64]
+    if doubles:
+        found.append(Pitfall("info", "float64 observations", f"{', '.join(doubles)} are float64",
+                             "rlpilot adds DoubleToFloat for these keys (networks run in float32); "
+                             "in your own TorchRL code add DoubleToFloat()"))
+    if isinstance(base.action_spec, Categorical):
+        found.append(Pitfall("info", "one-hot vs categorical actions",
+                             f"rlpilot gives a categorical index (shape ()); TorchRL's GymEnv gives a OneHot "
+                             f"spec of shape ({base.action_spec.n},) by default",
+                             "a Q-net needs one output per action either way; with a OneHot spec use "
+                             "torchrl.modules.OneHotCategorical (torch Categorical sends action 0 every step)"))
+    if not np.isfinite(flat).all():
+        bad = sorted(set(np.argwhere(~np.isfinite(flat))[:, 1].tolist()))
+        found.append(Pitfall("error", "non-finite observations", f"NaN/inf in dimensions {bad} under a random policy",
+                             "fix the env: a NaN observation poisons every network it reaches"))
+    else:
+        std = flat.std(0)
+        absmax = np.abs(flat).max(0)
+        wide = [i for i in range(flat.shape[1]) if std[i] > 10 or absmax[i] > 100]
+        spread = std.max() / max(std[std > 0].min(), 1e-12) if (std > 0).any() else 1.0
+        if (wide or spread > 100) and not env_cfg.normalize_obs:
+            found.append(Pitfall("warning", "unnormalised observation scales",
+                                 f"dimensions {wide or 'all'}: std up to {std.max():.3g}, |max| up to "
+                                 f"{absmax.max():.3g}, std ratio between dimensions {spread:.3g}",
+                                 "--set env.normalize_obs=true (ObservationNorm, statistics saved with the run)"))
+    if np.ptp(rewards) == 0:
+        value = float(rewards.reshape(-1)[0])
+        if random_result.lengths.min() < random_result.lengths.max() or value != 0:
+            found.append(Pitfall("info", "constant reward", f"every step gave {value:g} under a random policy",
+                                 "fine for survival tasks (the signal is how long episodes last); otherwise "
+                                 "check the reward function"))
+        else:
+            found.append(Pitfall("warning", "reward constant over the rollout",
+                                 f"every step gave {value:g} and every episode lasted the same",
+                                 "a random policy never sees a learning signal: check the reward, or shape it"))
+    found += _seeding_pitfalls(env_cfg, seed)
+    found += _action_pitfalls(env_cfg, base, seed)
+    return found
+
+
+def _seeding_pitfalls(env_cfg: EnvConfig, seed: int) -> list[Pitfall]:
+    first, _ = _random_rollout(env_cfg, seed=seed, steps=64, num_envs=2)
+    again, _ = _random_rollout(env_cfg, seed=seed, steps=64, num_envs=2)
+    other, _ = _random_rollout(env_cfg, seed=seed + 1, steps=64, num_envs=2)
+    if not np.array_equal(first, again, equal_nan=True):
+        step = int(np.argmax((first != again).reshape(first.shape[0], -1).any(1)))
+        return [Pitfall("error", "seeding does not reproduce",
+                        f"two runs with seed {seed} diverge at step {step}",
+                        "make reset(seed=...) seed every random source of the env (use self.np_random)")]
+    if np.array_equal(first, other, equal_nan=True):
+        return [Pitfall("warning", "seed is ignored", f"seeds {seed} and {seed + 1} give identical rollouts",
+                        "pass the seed to super().reset(seed=seed) and draw randomness from self.np_random")]
+    return []
+
+
+def _action_pitfalls(env_cfg: EnvConfig, base, seed: int) -> list[Pitfall]:
+    """Actions drawn from the spec must be valid, and different actions must reach the env."""
+    spec = base.action_spec
+    vector_env = make_vector_env(env_cfg, 1)
+    found = []
+    samples = spec.rand(torch.Size([256])).reshape(256, -1).numpy()
+    single = vector_env.single_action_space
+    invalid = sum(not single.contains(s.reshape(single.shape).astype(single.dtype)) for s in samples)
+    if invalid:
+        found.append(Pitfall("error", "action spec does not match the action space",
+                             f"{invalid}/256 actions drawn from the spec are outside {single}",
+                             "make the env's action_space describe the actions it accepts"))
+    if isinstance(spec, Categorical):
+        candidates = [np.array([a]) for a in range(int(spec.n))]
+    else:
+        low, high = vector_env.action_space.low, vector_env.action_space.high
+        candidates = [low, high]
+    outcomes = []
+    for action in candidates:
+        obs, _ = vector_env.reset(seed=seed)
+        for _ in range(3):
+            obs, *_ = vector_env.step(action.astype(vector_env.action_space.dtype))
+        outcomes.append(_flat(obs, 1))
+    vector_env.close()
+    if all(np.array_equal(outcomes[0], o) for o in outcomes[1:]):
+        found.append(Pitfall("error", "actions have no effect",
+                             f"from the same seeded state, actions {[c.tolist() for c in candidates]} lead to "
+                             "identical observations after 3 steps",
+                             "the action may not reach the env (for example a Categorical distribution over a "
+                             "OneHot spec always sends action 0): decode actions as the spec says"))
+    return found

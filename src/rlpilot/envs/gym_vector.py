@@ -1,0 +1,138 @@
+"""A TorchRL ``EnvBase`` over a gymnasium vector env: N environments stepped as one batch.
+
+Why not TorchRL's ``GymWrapper``: it fails on gymnasium's numpy-vectorised ``CartPoleVectorEnv``
+(that env only knows NEXT_STEP autoreset, the wrapper wants SAME_STEP or DISABLED), and it pays its
+per-step overhead once per *sub-env* for ``SyncVectorEnv`` info handling. Here every vector env runs
+with autoreset DISABLED and TorchRL drives partial resets through ``_reset`` (a ``"_reset"`` mask),
+which is TorchRL's own convention, so ``step_and_maybe_reset``, ``rollout`` and collectors just work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+from gymnasium.vector import AutoresetMode
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import Categorical, Composite, Unbounded
+from torchrl.envs import EnvBase
+from torchrl.envs.libs.gym import _gym_to_torchrl_spec_transform
+
+
+class CartPoleVectorEnvNoAutoreset(CartPoleVectorEnv):
+    """gymnasium's numpy CartPole (one array op per step for all envs) with autoreset DISABLED.
+
+    The upstream class only implements NEXT_STEP autoreset: a finished env spends its next step on
+    a reset and returns reward 0 for an ignored action, which corrupts advantage estimates unless
+    every such step is masked. Here finished envs are reset explicitly with
+    ``reset(options={"reset_mask": mask})``, as gymnasium's ``SyncVectorEnv`` does in DISABLED mode.
+    """
+
+    metadata = {**CartPoleVectorEnv.metadata, "autoreset_mode": AutoresetMode.DISABLED}
+
+    def step(self, action):
+        self.prev_done[:] = False  # upstream would reset these envs inside step (NEXT_STEP)
+        return super().step(action)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        mask = None if options is None else options.get("reset_mask")
+        if mask is None or self.state is None:
+            return super().reset(seed=seed, options=options)
+        if seed is not None:
+            super(CartPoleVectorEnv, self).reset(seed=seed)
+        self.state[:, mask] = self.np_random.uniform(
+            low=self.low, high=self.high, size=(4, int(mask.sum()))
+        )
+        self.steps[mask] = 0
+        return self.state.T.astype(np.float32), {}
+
+
+def to_numpy_action(action: torch.Tensor, space: gym.Space) -> np.ndarray:
+    array = action.detach().cpu().numpy()
+    if isinstance(space, gym.spaces.Box):
+        return np.clip(array.astype(space.dtype, copy=False), space.low, space.high)
+    return array.astype(space.dtype, copy=False)
+
+
+class GymVectorEnv(EnvBase):
+    """TorchRL env of batch size ``[num_envs]`` over a gymnasium ``VectorEnv`` in DISABLED autoreset mode.
+
+    Observations keep gymnasium's dtype (``DoubleToFloat`` is added by ``make_env`` when needed);
+    dict observation spaces become one entry per key. Discrete actions are categorical indices.
+    """
+
+    def __init__(self, vector_env: gym.vector.VectorEnv, *, device: torch.device | str = "cpu"):
+        mode = vector_env.metadata.get("autoreset_mode")
+        if mode != AutoresetMode.DISABLED:
+            raise ValueError(f"GymVectorEnv needs autoreset_mode=DISABLED, got {mode}")
+        super().__init__(batch_size=torch.Size([vector_env.num_envs]), device=device)
+        self.vector_env = vector_env
+        self.num_envs = vector_env.num_envs
+        single_obs = vector_env.single_observation_space
+        self._dict_obs = isinstance(single_obs, gym.spaces.Dict)
+        obs_spec = _gym_to_torchrl_spec_transform(single_obs, device=self.device)
+        if not isinstance(obs_spec, Composite):
+            obs_spec = Composite(observation=obs_spec)
+        self.observation_spec = obs_spec.expand(self.batch_size).to(self.device)
+        action_spec = _gym_to_torchrl_spec_transform(
+            vector_env.single_action_space, device=self.device, categorical_action_encoding=True
+        )
+        self.action_spec = action_spec.expand(*self.batch_size, *action_spec.shape)
+        self.reward_spec = Unbounded(shape=(*self.batch_size, 1), device=self.device)
+        flag = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
+        self.done_spec = Composite(
+            done=flag.clone(), terminated=flag.clone(), truncated=flag.clone(), shape=self.batch_size
+        )
+        self._single_action_space = vector_env.single_action_space
+        self._seed: int | None = None
+
+    # -- conversions -------------------------------------------------------------------------
+    def _obs_td(self, obs: Any) -> dict[str, torch.Tensor]:
+        if self._dict_obs:
+            return {key: torch.as_tensor(value, device=self.device) for key, value in obs.items()}
+        return {"observation": torch.as_tensor(obs, device=self.device)}
+
+    def _done_entries(self, terminated: np.ndarray, truncated: np.ndarray) -> dict[str, torch.Tensor]:
+        term = torch.as_tensor(terminated, device=self.device).view(self.num_envs, 1)
+        trunc = torch.as_tensor(truncated, device=self.device).view(self.num_envs, 1)
+        return {"terminated": term, "truncated": trunc, "done": term | trunc}
+
+    # -- EnvBase API -----------------------------------------------------------------------------
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        reset_mask = None if tensordict is None else tensordict.get("_reset", None)
+        if reset_mask is not None and not bool(reset_mask.all()):
+            options = {"reset_mask": reset_mask.view(-1).cpu().numpy()}
+            obs, _ = self.vector_env.reset(options=options)
+        else:
+            seed, self._seed = self._seed, None  # a fresh seed applies to the next full reset only
+            obs, _ = self.vector_env.reset(seed=seed)
+        falses = np.zeros(self.num_envs, dtype=bool)
+        return TensorDict(
+            {**self._obs_td(obs), **self._done_entries(falses, falses)}, batch_size=self.batch_size
+        )
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = to_numpy_action(tensordict.get("action"), self.vector_env.action_space)
+        obs, reward, terminated, truncated, _ = self.vector_env.step(action)
+        reward = torch.as_tensor(np.asarray(reward, dtype=np.float32), device=self.device)
+        return TensorDict(
+            {
+                **self._obs_td(obs),
+                "reward": reward.view(self.num_envs, 1),
+                **self._done_entries(terminated, truncated),
+            },
+            batch_size=self.batch_size,
+        )
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._seed = seed
+        self.vector_env.action_space.seed(seed)
+        # gymnasium seeds sub-envs as seed, seed+1, ...; the next full reset applies it.
+        self.vector_env.reset(seed=seed)
+
+    def close(self, *, raise_if_closed: bool = True) -> None:  # noqa: D102
+        self.vector_env.close()
+        super().close(raise_if_closed=raise_if_closed)

@@ -1,0 +1,65 @@
+"""Networks sized from specs: never from env names, never with a hand-written action count."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torchrl.data import Bounded, Categorical, OneHot, TensorSpec
+
+from rlpilot.config import ModelConfig
+from rlpilot.errors import UserError
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def mlp(in_features: int, out_features: int, cfg: ModelConfig, *, out_gain: float = 1.0) -> nn.Sequential:
+    """MLP with orthogonal init (sqrt(2) on hidden layers, ``out_gain`` on the last), as CleanRL/SB3."""
+    layers: list[nn.Module] = []
+    width = in_features
+    for hidden in cfg.hidden_sizes:
+        layers += [nn.Linear(width, int(hidden)), ACTIVATIONS[cfg.activation]()]
+        width = int(hidden)
+    layers.append(nn.Linear(width, out_features))
+    for layer in layers:
+        if isinstance(layer, nn.Linear):
+            gain = out_gain if layer is layers[-1] else 2**0.5
+            nn.init.orthogonal_(layer.weight, gain)
+            nn.init.zeros_(layer.bias)
+    return nn.Sequential(*layers)
+
+
+def observation_size(observation_spec) -> int:
+    spec = observation_spec["observation"]
+    if len(spec.shape) != 2:
+        raise UserError(
+            f"observation of shape {tuple(spec.shape[1:])}: the MLP policies need a flat vector "
+            "(pixel observations need a CNN encoder, which this version does not ship)"
+        )
+    return int(spec.shape[-1])
+
+
+def action_kind(action_spec: TensorSpec) -> str:
+    """``discrete`` (categorical index), or ``continuous`` (Box); anything else is a clear error."""
+    if isinstance(action_spec, Categorical):
+        return "discrete"
+    if isinstance(action_spec, OneHot):
+        raise UserError(
+            "one-hot action spec: build the env with categorical actions (rlpilot's make_env does; "
+            "TorchRL's GymEnv needs categorical_action_encoding=True)"
+        )
+    if isinstance(action_spec, Bounded) and action_spec.dtype.is_floating_point:
+        return "continuous"
+    raise UserError(f"unsupported action spec {type(action_spec).__name__}: Discrete or bounded Box only")
+
+
+class GaussianHead(nn.Module):
+    """``obs -> (loc, scale)`` with a state-independent learned log std (the PPO default everywhere)."""
+
+    def __init__(self, body: nn.Module, action_dim: int, init_log_std: float):
+        super().__init__()
+        self.body = body
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(init_log_std)))
+
+    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loc = self.body(observation)
+        return loc, self.log_std.exp().expand_as(loc)

@@ -1,0 +1,212 @@
+"""The run directory: the contract every other verb reads.
+
+```
+runs/<algo>-<env>-s<seed>-<time>/
+  config.yaml  meta.json  metrics.csv  events.jsonl  checkpoints/{last,best}.pt  curve.png
+```
+Every file is written atomically (temp file, fsync, rename) or appended line by line, so a killed
+run never leaves a half-written file. Checkpoints hold only tensors and plain data and are loaded
+with ``torch.load(weights_only=True)``: loading never executes code.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rlpilot.config import Config, load_config
+from rlpilot.errors import UserError
+
+PACKAGES = ("rlpilot", "torch", "torchrl", "tensordict", "gymnasium", "numpy")
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text.split(":")[-1]).strip("-").lower()
+
+
+class MetricsWriter:
+    """``metrics.csv``: one row per log step. Rows are appended; a new column rewrites the file atomically."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.columns: list[str] = []
+        if path.exists():
+            with path.open(newline="") as handle:
+                self.columns = next(csv.reader(handle), [])
+
+    def write(self, row: dict[str, Any]) -> None:
+        new = [key for key in row if key not in self.columns]
+        if new or not self.path.exists():
+            self.columns += new
+            rows = read_metrics(self.path) if self.path.exists() else []
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=self.columns)
+            writer.writeheader()
+            writer.writerows(rows + [row])
+            atomic_write(self.path, buffer.getvalue())
+            return
+        with self.path.open("a", newline="") as handle:
+            csv.DictWriter(handle, fieldnames=self.columns).writerow(row)
+
+
+def read_metrics(path: Path) -> list[dict[str, float]]:
+    rows = []
+    with Path(path).open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            rows.append({key: float(value) for key, value in row.items() if value not in ("", None)})
+    return rows
+
+
+@dataclass
+class Run:
+    """A run directory on disk, as training leaves it and as every other verb reads it."""
+
+    path: Path
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def curve_path(self) -> Path:
+        return self.path / "curve.png"
+
+    def config(self) -> Config:
+        return load_config(config_file=self.config_path)
+
+    def meta(self) -> dict:
+        return json.loads((self.path / "meta.json").read_text())
+
+    def metrics(self) -> list[dict[str, float]]:
+        path = self.path / "metrics.csv"
+        return read_metrics(path) if path.exists() else []
+
+    def events(self) -> list[dict]:
+        path = self.path / "events.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    # -- writing -----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, config: Config, *, root: str | Path = "runs", path: str | Path | None = None) -> Run:
+        if path is None:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            name = f"{config.algo}-{slug(config.env.id)}-s{config.train.seed}-{stamp}"
+            path = Path(root) / name
+            suffix = 1
+            while path.exists():
+                suffix += 1
+                path = Path(root) / f"{name}-{suffix}"
+        path = Path(path)
+        if path.exists() and any(path.iterdir()):
+            raise UserError(f"run directory {path} already exists and is not empty; choose another --run-dir")
+        path.mkdir(parents=True, exist_ok=True)
+        run = cls(path)
+        atomic_write(run.config_path, config.to_yaml())
+        run.write_meta(
+            {
+                "status": "running",
+                "command": " ".join(sys.argv),
+                "versions": versions(),
+                "git_revision": git_revision(),
+                "seed": config.train.seed,
+                "host": socket.gethostname(),
+                "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+        )
+        return run
+
+    def write_meta(self, meta: dict) -> None:
+        atomic_write(self.path / "meta.json", json.dumps(meta, indent=2) + "\n")
+
+    def update_meta(self, **changes: Any) -> None:
+        meta = self.meta()
+        meta.update(changes)
+        self.write_meta(meta)
+
+    def event(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"event": kind, "time": time.time(), **fields})
+        with (self.path / "events.jsonl").open("a") as handle:
+            handle.write(line + "\n")
+
+    def save_checkpoint(self, name: str, state: dict) -> Path:
+        import torch
+
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        target = self.checkpoint_dir / f"{name}.pt"
+        atomic_write(target, buffer.getvalue())
+        return target
+
+    def load_checkpoint(self, name: str = "last") -> dict:
+        import torch
+
+        target = self.checkpoint_dir / f"{name}.pt"
+        if not target.exists():
+            raise UserError(f"{self.path} has no checkpoint '{name}.pt'; train it first (rlpilot train)")
+        try:
+            return torch.load(target, map_location="cpu", weights_only=True)
+        except Exception as exc:  # a truncated, foreign or code-carrying file: never executed
+            raise UserError(f"cannot load checkpoint {target}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+
+
+def load_run(path: str | Path) -> Run:
+    path = Path(path)
+    if not (path / "config.yaml").is_file():
+        raise UserError(f"{path} is not a run directory (no config.yaml); runs live under runs/")
+    return Run(path)

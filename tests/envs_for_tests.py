@@ -1,0 +1,66 @@
+"""Small user-style gymnasium envs used by the tests (importable as ``envs_for_tests:Class``)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+
+class DictObsEnv(gym.Env):
+    """Dict observation (position + velocity), float64, 2 discrete actions; 20-step episodes."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Dict({
+            "position": gym.spaces.Box(-10, 10, (2,), np.float64),
+            "velocity": gym.spaces.Box(-1, 1, (1,), np.float64),
+        })
+        self.action_space = gym.spaces.Discrete(2)
+
+    def _obs(self):
+        return {"position": self.position.copy(), "velocity": np.array([self.velocity])}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position = self.np_random.uniform(-1, 1, 2)
+        self.velocity = 0.0
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.velocity = float(np.clip(self.velocity + (0.1 if action == 1 else -0.1), -1, 1))
+        self.position = self.position + self.velocity
+        self.t += 1
+        return self._obs(), float(-np.abs(self.position).sum()), False, self.t >= 20, {}
+
+
+class UnseededEnv(gym.Env):
+    """Draws from numpy's global RNG instead of ``self.np_random``: seeding cannot reproduce it."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.random.uniform(-1, 1, 2).astype(np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.random.uniform(-1, 1, 2).astype(np.float32)
+        return obs, float(action), False, self.t >= 10, {}
+
+
+class IgnoresActionEnv(gym.Env):
+    """Observations that no action can change, and a wide unnormalised scale."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0, 500.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t, 500.0 * self.np_random.normal()], np.float32), 0.0, False, self.t >= 10, {}
