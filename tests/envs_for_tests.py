@@ -10,10 +10,12 @@ class DictObsEnv(gym.Env):
     """Dict observation (position + velocity), float64, 2 discrete actions; 20-step episodes."""
 
     def __init__(self):
-        self.observation_space = gym.spaces.Dict({
-            "position": gym.spaces.Box(-10, 10, (2,), np.float64),
-            "velocity": gym.spaces.Box(-1, 1, (1,), np.float64),
-        })
+        self.observation_space = gym.spaces.Dict(
+            {
+                "position": gym.spaces.Box(-10, 10, (2,), np.float64),
+                "velocity": gym.spaces.Box(-1, 1, (1,), np.float64),
+            }
+        )
         self.action_space = gym.spaces.Discrete(2)
 
     def _obs(self):

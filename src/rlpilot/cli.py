@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rlpilot.errors import UserError
 
@@ -75,13 +74,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         resolve_env(config.env.id)
     from rlpilot.train import train
 
-    result = train(config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet)
-    evaluation = "-" if result.last_eval is None else f"{result.last_eval:.1f}"
-    solved = f" (solved at {result.solved_at_frames:,} frames)" if result.solved_at_frames else ""
-    print(f"status: {result.status}{solved}")
-    print(f"frames: {result.frames:,}  wall: {result.elapsed_s:.1f} s  last greedy eval: {evaluation}")
-    print(f"run:    {result.run.path}")
-    print(f"curve:  {result.run.curve_path}")
+    run = train(config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet)
+    evaluation = "-" if run.last_eval is None else f"{run.last_eval:.1f}"
+    solved = f" (solved at {run.solved_at_frames:,} frames)" if run.solved_at_frames else ""
+    print(f"status: {run.status}{solved}")
+    print(f"frames: {run.frames:,}  wall: {run.elapsed_s:.1f} s  last greedy eval: {evaluation}")
+    print(f"run:    {run.path}")
+    print(f"curve:  {run.curve_path}")
     return 0
 
 
@@ -89,8 +88,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from rlpilot.policy import evaluate_run
 
     result = evaluate_run(args.run, episodes=args.episodes, seed=args.seed)
-    print(f"{args.episodes} greedy episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
-          f"min {result.returns.min():.2f}  max {result.returns.max():.2f}")
+    print(
+        f"{args.episodes} greedy episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
+        f"min {result.returns.min():.2f}  max {result.returns.max():.2f}"
+    )
     return 0
 
 
@@ -123,8 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser("train", help="train a preset, or an algorithm on any env")
     p.add_argument("target", metavar="PRESET|ALGO", help="a preset (rlpilot presets) or an algorithm name")
     p.add_argument("env", nargs="?", metavar="ENV", help="env id when the first argument is an algorithm")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override, e.g. --set ppo.lr=1e-3 (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override, e.g. --set ppo.lr=1e-3 (repeatable)",
+    )
     p.add_argument("--seed", type=int, help="shortcut for --set train.seed=N")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="shortcut for --set train.device=...")
     p.add_argument("--frames", type=int, help="shortcut for --set train.total_frames=N")

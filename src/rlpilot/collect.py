@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from tensordict import TensorDict
-from torchrl.envs import TransformedEnv
+from torchrl.envs import RewardScaling, TransformedEnv
 
 from rlpilot.envs import observation_reader
 from rlpilot.envs.gym_vector import to_numpy_action
@@ -60,6 +60,7 @@ class BatchCollector:
         self.read_observation = observation_reader(env)
         self.act = act
         self.steps = steps
+        self.reward_scale = next((t.scale for t in env.transform if isinstance(t, RewardScaling)), None)
         self.episodes = EpisodeTracker(self.num_envs)
         raw, _ = self.vector_env.reset(seed=seed)
         self.observation = self.read_observation(raw)
@@ -99,13 +100,16 @@ class BatchCollector:
             return torch.from_numpy(array.T.copy()).unsqueeze(-1).to(self.device)
 
         term, trunc = flags(terminated), flags(truncated)
+        reward = flags(rewards)
+        if self.reward_scale is not None:  # the chain's RewardScaling, applied once per batch
+            reward = reward * self.reward_scale
         data = {
             "observation": stack(observations),
             "action": stack(actions),
             **{key: stack([extra[key] for extra in extras]) for key in extras[0]},
             "next": {
                 "observation": stack(next_observations),
-                "reward": flags(rewards),
+                "reward": reward,
                 "terminated": term,
                 "truncated": trunc,
                 "done": term | trunc,

@@ -39,6 +39,9 @@ class EnvConfig:
     already close to 1."""
     obs_norm_frames: int = 4096
     """Random-policy frames used to measure the normalisation statistics."""
+    reward_scale: float = 1.0
+    """Training rewards are multiplied by this (TorchRL's ``RewardScaling``); episode returns are
+    reported unscaled. Keeps value targets near unit scale (Pendulum: rewards down to -16 a step)."""
     max_episode_steps: int | None = None
     """Override of the env's time limit (episodes are truncated there); ``None`` keeps gymnasium's."""
     kwargs: dict = field(default_factory=dict)
@@ -165,6 +168,7 @@ class Config:
             "ppo.epochs": self.ppo.epochs,
             "ppo.minibatch_size": self.ppo.minibatch_size,
             "ppo.lr": self.ppo.lr,
+            "env.reward_scale": self.env.reward_scale,
         }
         problems += [f"{key} must be > 0 (got {value})" for key, value in positives.items() if value <= 0]
         choices = {

@@ -65,10 +65,10 @@ def evaluate(
             raw, reward, terminated, truncated, _ = vector_env.step(to_numpy_action(action, vector_env.action_space))
             episode_return += reward * active
             episode_length += active
-            finished = active & (terminated | truncated)
-            active &= ~finished
-            if finished.any():  # keep finished envs valid (reset) but ignore them from now on
-                raw, _ = vector_env.reset(options={"reset_mask": finished})
+            done = terminated | truncated
+            active &= ~done
+            if done.any():  # reset every finished env (vector envs refuse to step them), ignore them from now on
+                raw, _ = vector_env.reset(options={"reset_mask": done})
         returns.append(episode_return)
         lengths.append(episode_length)
     keep = slice(0, episodes)

@@ -40,8 +40,15 @@ def plot_run(run: Run, out: str | Path | None = None, *, solved_at: float | None
     ex, ey = series(run, "eval/return_mean")
     if len(ex):
         _, es = series(run, "eval/return_std")
-        ax.errorbar(ex, ey, yerr=es if len(es) == len(ey) else None, fmt="o-", color="tab:orange",
-                    capsize=3, label="greedy evaluation (mean ± std)")
+        ax.errorbar(
+            ex,
+            ey,
+            yerr=es if len(es) == len(ey) else None,
+            fmt="o-",
+            color="tab:orange",
+            capsize=3,
+            label="greedy evaluation (mean ± std)",
+        )
     if solved_at is not None:
         ax.axhline(solved_at, color="gray", linestyle="--", linewidth=1, label=f"solved at {solved_at:g}")
     ax.set_xlabel("environment frames")

@@ -42,7 +42,9 @@ def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
     try:
         algo.load_state_dict(state["algo_state"])
     except (KeyError, RuntimeError) as exc:
-        raise UserError(f"checkpoint {checkpoint}.pt does not fit the run's config: {str(exc).splitlines()[0]}") from None
+        raise UserError(
+            f"checkpoint {checkpoint}.pt does not fit the run's config: {str(exc).splitlines()[0]}"
+        ) from None
     return LoadedPolicy(run, algo, state["obs_norm"])
 
 

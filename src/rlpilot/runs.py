@@ -62,7 +62,10 @@ def versions() -> dict[str, str]:
 def git_revision() -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
             cwd=Path(__file__).resolve().parent,
         )
     except (OSError, subprocess.SubprocessError):
@@ -124,6 +127,34 @@ class Run:
     @property
     def curve_path(self) -> Path:
         return self.path / "curve.png"
+
+    # -- how the run ended (from meta.json) ------------------------------------------------------
+    @property
+    def status(self) -> str:
+        """``running``, ``solved`` (greedy eval reached the threshold), ``finished`` (budget spent),
+        ``interrupted`` or ``failed``."""
+        return self.meta()["status"]
+
+    @property
+    def frames(self) -> int:
+        return int(self.meta().get("frames") or 0)
+
+    @property
+    def elapsed_s(self) -> float:
+        """Training wall time: from the start of training (after construction) to the end."""
+        return float(self.meta().get("elapsed_s") or 0.0)
+
+    @property
+    def last_eval(self) -> float | None:
+        return self.meta().get("last_eval")
+
+    @property
+    def best_eval(self) -> float | None:
+        return self.meta().get("best_eval")
+
+    @property
+    def solved_at_frames(self) -> int | None:
+        return self.meta().get("solved_at_frames")
 
     def config(self) -> Config:
         return load_config(config_file=self.config_path)
@@ -202,7 +233,9 @@ class Run:
         try:
             return torch.load(target, map_location="cpu", weights_only=True)
         except Exception as exc:  # a truncated, foreign or code-carrying file: never executed
-            raise UserError(f"cannot load checkpoint {target}: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+            raise UserError(
+                f"cannot load checkpoint {target}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+            ) from None
 
 
 def load_run(path: str | Path) -> Run:

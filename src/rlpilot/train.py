@@ -60,25 +60,14 @@ class Progress:
     recent_returns: list = field(default_factory=list)
 
 
-@dataclass
-class TrainResult:
-    run: Run
-    status: str
-    frames: int
-    elapsed_s: float
-    last_eval: float | None
-    best_eval: float | None
-    solved_at_frames: int | None
-
-
 def train(
     config: Config,
     *,
     run_root: str = "runs",
     run_dir: str | None = None,
     show_progress: bool = True,
-) -> TrainResult:
-    """Trains ``config`` in a new run directory and returns where it is and how it ended."""
+) -> Run:
+    """Trains ``config`` in a new run directory; the returned :class:`Run` says how it ended."""
     config.validate()
     torch.set_num_threads(config.train.num_threads)
     device = resolve_device(config.train.device)
@@ -115,8 +104,12 @@ def train(
             last_batch = progress.batches == config.num_batches
             if progress.frames >= next_eval or last_batch:
                 next_eval += config.train.eval_every_frames
-                result = evaluate(eval_env, algo.greedy_action, episodes=config.train.eval_episodes,
-                                  seed=seed + EVAL_SEED_OFFSET + 1000 * progress.evaluations)
+                result = evaluate(
+                    eval_env,
+                    algo.greedy_action,
+                    episodes=config.train.eval_episodes,
+                    seed=seed + EVAL_SEED_OFFSET + 1000 * progress.evaluations,
+                )
                 _record_eval(run, progress, result, threshold, algo)
                 row.update(result.metrics())
             elapsed = time.perf_counter() - start
@@ -136,8 +129,11 @@ def train(
         bar.close()
         run.save_checkpoint("last", _checkpoint(config, algo, env, progress))
         run.update_meta(
-            status=status, end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), frames=progress.frames,
-            elapsed_s=round(elapsed, 3), last_eval=progress.last_eval,
+            status=status,
+            end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            frames=progress.frames,
+            elapsed_s=round(elapsed, 3),
+            last_eval=progress.last_eval,
             best_eval=None if progress.best_eval == -math.inf else progress.best_eval,
             solved_at_frames=progress.solved_at_frames,
         )
@@ -146,16 +142,17 @@ def train(
             plot_run(run, solved_at=threshold)
         env.close()
         eval_env.close()
-    return TrainResult(run, status, progress.frames, elapsed, progress.last_eval,
-                       None if progress.best_eval == -math.inf else progress.best_eval,
-                       progress.solved_at_frames)
+    return run
 
 
 def _episode_metrics(returns: list[float], lengths: list[int]) -> dict[str, float]:
     if not returns:
         return {}
-    return {"train/episode_return": float(np.mean(returns)), "train/episode_length": float(np.mean(lengths)),
-            "train/episodes": float(len(returns))}
+    return {
+        "train/episode_return": float(np.mean(returns)),
+        "train/episode_length": float(np.mean(lengths)),
+        "train/episodes": float(len(returns)),
+    }
 
 
 def _record_eval(run: Run, progress: Progress, result: EvalResult, threshold: float | None, algo) -> None:
@@ -163,8 +160,7 @@ def _record_eval(run: Run, progress: Progress, result: EvalResult, threshold: fl
     progress.last_eval = result.mean
     if result.mean > progress.best_eval:
         progress.best_eval = result.mean
-    run.event("eval", frames=progress.frames, mean=result.mean, std=result.std,
-              actions_seen=result.actions_seen)
+    run.event("eval", frames=progress.frames, mean=result.mean, std=result.std, actions_seen=result.actions_seen)
     if threshold is not None and result.mean >= threshold and progress.solved_at_frames is None:
         progress.solved_at_frames = progress.frames
         run.event("solved", frames=progress.frames, mean=result.mean, threshold=threshold)
@@ -191,8 +187,9 @@ class _progress_bar:
         if enabled:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=config.train.total_frames, unit="frames", unit_scale=True,
-                            dynamic_ncols=True, leave=True)
+            self.bar = tqdm(
+                total=config.train.total_frames, unit="frames", unit_scale=True, dynamic_ncols=True, leave=True
+            )
 
     def update(self, progress: Progress, elapsed: float) -> None:
         if self.bar is None:

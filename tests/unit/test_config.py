@@ -1,6 +1,6 @@
 import pytest
 
-from rlpilot.config import Config, EnvConfig, apply_overrides, load_config, preset_names
+from rlpilot.config import Config, apply_overrides, load_config, preset_names
 from rlpilot.errors import UserError
 
 
@@ -14,8 +14,16 @@ def test_every_preset_loads_and_validates():
 
 
 def test_overrides_parse_yaml_values_and_numbers():
-    config = apply_overrides(Config(), ["ppo.lr=1e-3", "model.hidden_sizes=[32, 32]", "env.normalize_obs=true",
-                                        "train.solved_at=null", "ppo.epochs=4"])
+    config = apply_overrides(
+        Config(),
+        [
+            "ppo.lr=1e-3",
+            "model.hidden_sizes=[32, 32]",
+            "env.normalize_obs=true",
+            "train.solved_at=null",
+            "ppo.epochs=4",
+        ],
+    )
     assert config.ppo.lr == pytest.approx(1e-3)
     assert config.model.hidden_sizes == [32, 32]
     assert config.env.normalize_obs is True
@@ -50,9 +58,17 @@ def test_unknown_section_and_missing_equals():
 
 
 def test_derived_values_follow_overrides():
-    config = load_config(algo="ppo", env_id="CartPole-v1",
-                         overrides=["env.num_envs=4", "ppo.steps_per_env=64", "ppo.minibatch_size=64",
-                                    "ppo.epochs=3", "train.total_frames=2560"])
+    config = load_config(
+        algo="ppo",
+        env_id="CartPole-v1",
+        overrides=[
+            "env.num_envs=4",
+            "ppo.steps_per_env=64",
+            "ppo.minibatch_size=64",
+            "ppo.epochs=3",
+            "train.total_frames=2560",
+        ],
+    )
     assert config.frames_per_batch == 256
     assert config.num_batches == 10
     assert config.minibatches_per_epoch == 4
@@ -76,10 +92,3 @@ def test_yaml_round_trip(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(config.to_yaml())
     assert load_config(config_file=path).to_dict() == config.to_dict()
-
-
-def test_env_config_defaults_are_documented():
-    import inspect
-
-    source = inspect.getsource(EnvConfig)
-    assert source.count('"""') >= 2 * len(EnvConfig.__dataclass_fields__)

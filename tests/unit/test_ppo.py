@@ -12,8 +12,16 @@ from rlpilot.envs import make_env
 
 def _algo_and_batch(preset, overrides=()):
     torch.manual_seed(0)
-    config = load_config(preset, overrides=["env.num_envs=4", "ppo.steps_per_env=16", "ppo.minibatch_size=64",
-                                            "ppo.entropy_coef=0.01", *overrides])
+    config = load_config(
+        preset,
+        overrides=[
+            "env.num_envs=4",
+            "ppo.steps_per_env=16",
+            "ppo.minibatch_size=64",
+            "ppo.entropy_coef=0.01",
+            *overrides,
+        ],
+    )
     env = make_env(config.env, seed=0)
     algo = PPO(config, env, torch.device("cpu"))
     batch = BatchCollector(env, algo.act, steps=16, seed=0).collect()
@@ -62,11 +70,19 @@ def test_gae_by_hand_terminated_vs_truncated():
     terminated = torch.tensor([False, False, True]).view(1, 3, 1)
     truncated = torch.tensor([False, True, False]).view(1, 3, 1)
     obs = torch.zeros(1, 3, 4)
-    batch = TensorDict({
-        "observation": obs,
-        "next": {"observation": obs, "reward": r, "terminated": terminated, "truncated": truncated,
-                 "done": terminated | truncated},
-    }, batch_size=[1, 3])
+    batch = TensorDict(
+        {
+            "observation": obs,
+            "next": {
+                "observation": obs,
+                "reward": r,
+                "terminated": terminated,
+                "truncated": truncated,
+                "done": terminated | truncated,
+            },
+        },
+        batch_size=[1, 3],
+    )
     algo.advantage(batch)
     # step 2 (terminated): delta = 3 - 1 = 2;                       A2 = 2
     # step 1 (truncated): delta = 2 + 0.5*1 - 1 = 1.5, trace cut;   A1 = 1.5
@@ -84,14 +100,23 @@ def test_learn_updates_the_policy_used_for_acting():
     before = [p.detach().clone() for p in algo.actor_net.parameters()]
     metrics = algo.learn(batch, frames=batch.numel())
     assert any(not torch.equal(a, b) for a, b in zip(before, algo.actor_net.parameters()))
-    assert {"loss/objective", "loss/critic", "ppo/kl", "ppo/clip_fraction", "ppo/entropy", "opt/lr",
-            "opt/grad_norm", "ppo/explained_variance"} <= set(metrics)
+    assert {
+        "loss/objective",
+        "loss/critic",
+        "ppo/kl",
+        "ppo/clip_fraction",
+        "ppo/entropy",
+        "opt/lr",
+        "opt/grad_norm",
+        "ppo/explained_variance",
+    } <= set(metrics)
     assert algo.updates == config.ppo.epochs * config.minibatches_per_epoch
 
 
 def test_linear_schedules_reach_zero_at_the_budget():
-    config = load_config("ppo-cartpole", overrides=["train.total_frames=512", "env.num_envs=8",
-                                                    "ppo.steps_per_env=32", "ppo.epochs=2"])
+    config = load_config(
+        "ppo-cartpole", overrides=["train.total_frames=512", "env.num_envs=8", "ppo.steps_per_env=32", "ppo.epochs=2"]
+    )
     env = make_env(config.env, seed=0)
     algo = PPO(config, env, torch.device("cpu"))
     collector = BatchCollector(env, algo.act, steps=32, seed=0)

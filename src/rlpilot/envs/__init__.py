@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
+import sys
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -23,6 +25,7 @@ from torchrl.envs import (
     Compose,
     DoubleToFloat,
     ObservationNorm,
+    RewardScaling,
     RewardSum,
     StepCounter,
     TransformedEnv,
@@ -49,12 +52,13 @@ def resolve_env(env_id: str) -> tuple[Callable[..., gym.Env] | None, str | None]
     """
     if ":" in env_id:
         module_name, _, attr = env_id.partition(":")
+        if os.getcwd() not in sys.path:  # a user's env module next to where they run rlpilot
+            sys.path.append(os.getcwd())
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise UserError(
-                f"cannot import module '{module_name}' for env '{env_id}' ({exc}); "
-                "is it installed or on PYTHONPATH?"
+                f"cannot import module '{module_name}' for env '{env_id}' ({exc}); is it installed or on PYTHONPATH?"
             ) from None
         candidate = getattr(module, attr, None)
         if isinstance(candidate, type) and issubclass(candidate, gym.Env):
@@ -156,7 +160,9 @@ def make_env(
             )
         )
     env.append_transform(StepCounter())
-    env.append_transform(RewardSum())
+    env.append_transform(RewardSum())  # episode_reward: the unscaled return
+    if env_cfg.reward_scale != 1.0:
+        env.append_transform(RewardScaling(loc=0.0, scale=env_cfg.reward_scale, standard_normal=False))
     if seed is not None:
         env.set_seed(seed)  # after measuring statistics: the run starts from the seed's first reset
     return env

@@ -6,6 +6,7 @@ the evidence that raised it, and the fix.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,18 +44,28 @@ class CheckReport:
     def render(self) -> str:
         lines = [f"rlpilot check: {self.env_id}", "", "Specs"]
         lines += [f"  {key:<12} {text}" for key, text in self.specs.items()]
-        lines += ["", f"TorchRL check_env_specs: {self.check_env_specs}", "",
-                  "Tensordict of a 3-step rollout (1 env): key, shape, dtype"]
+        lines += [
+            "",
+            f"TorchRL check_env_specs: {self.check_env_specs}",
+            "",
+            "Tensordict of a 3-step rollout (1 env): key, shape, dtype",
+        ]
         lines += [f"  {line}" for line in self.layout]
         rp = self.random_policy
-        lines += ["", f"Random policy over {int(rp['episodes'])} episodes",
-                  f"  return  mean {rp['return_mean']:.2f}  std {rp['return_std']:.2f}  "
-                  f"min {rp['return_min']:.2f}  max {rp['return_max']:.2f}",
-                  f"  length  mean {rp['length_mean']:.1f}  min {rp['length_min']:.0f}  max {rp['length_max']:.0f}",
-                  "", "Observation scale under the random policy (per dimension)",
-                  "  dim        mean        std         min         max"]
-        lines += [f"  {i:<4} {s['mean']:>10.3g} {s['std']:>10.3g} {s['min']:>11.3g} {s['max']:>11.3g}"
-                  for i, s in enumerate(self.observation_scale)]
+        lines += [
+            "",
+            f"Random policy over {int(rp['episodes'])} episodes",
+            f"  return  mean {rp['return_mean']:.2f}  std {rp['return_std']:.2f}  "
+            f"min {rp['return_min']:.2f}  max {rp['return_max']:.2f}",
+            f"  length  mean {rp['length_mean']:.1f}  min {rp['length_min']:.0f}  max {rp['length_max']:.0f}",
+            "",
+            "Observation scale under the random policy (per dimension)",
+            "  dim        mean        std         min         max",
+        ]
+        lines += [
+            f"  {i:<4} {s['mean']:>10.3g} {s['std']:>10.3g} {s['min']:>11.3g} {s['max']:>11.3g}"
+            for i, s in enumerate(self.observation_scale)
+        ]
         lines += ["", "Pitfalls"]
         if not self.pitfalls:
             lines.append("  none found")
@@ -82,9 +93,9 @@ def describe_spec(spec: TensorSpec) -> str:
 def _layout(env) -> list[str]:
     rollout = env.rollout(3)
     rows = []
-    for key in sorted(rollout.keys(True, True), key=str):
-        value = rollout.get(key)
-        name = key if isinstance(key, str) else "/".join(key)
+    names = {(key if isinstance(key, str) else "/".join(key)): key for key in rollout.keys(True, True)}
+    for name in sorted(names, key=lambda n: (n.count("/"), n)):
+        value = rollout.get(names[name])
         rows.append(f"{name:<28} {str(tuple(value.shape)):<14} {str(value.dtype).replace('torch.', '')}")
     return rows
 
@@ -118,19 +129,27 @@ def check_env(env_cfg: EnvConfig, *, episodes: int = 20, seed: int = 0, steps: i
     env = make_env(env_cfg, num_envs=1, seed=seed)
     base = env.base_env
     report.specs = {
-        "observation": describe_spec(base.observation_spec if len(base.observation_spec.keys()) > 1
-                                     else base.observation_spec["observation"]),
+        "observation": describe_spec(
+            base.observation_spec if len(base.observation_spec.keys()) > 1 else base.observation_spec["observation"]
+        ),
         "action": describe_spec(env.action_spec),
         "reward": f"{tuple(env.reward_spec.shape[1:])} {env.reward_spec.dtype}",
         "done": "done = terminated | truncated, each (1,) bool; truncated marks the time limit (bootstrap there)",
     }
     try:
+        logging.getLogger("torchrl").setLevel(logging.WARNING)  # its success line would interleave the report
         check_env_specs(env, seed=seed)
         report.check_env_specs = "passed"
     except Exception as exc:  # reported as a pitfall, not a crash
         report.check_env_specs = f"FAILED: {exc}"
-        report.pitfalls.append(Pitfall("error", "specs do not match data", str(exc).splitlines()[0],
-                                       "fix the env's observation_space/action_space to describe what it returns"))
+        report.pitfalls.append(
+            Pitfall(
+                "error",
+                "specs do not match data",
+                str(exc).splitlines()[0],
+                "fix the env's observation_space/action_space to describe what it returns",
+            )
+        )
     report.layout = _layout(env)
     env.close()
 
@@ -139,9 +158,13 @@ def check_env(env_cfg: EnvConfig, *, episodes: int = 20, seed: int = 0, steps: i
     result = evaluate(eval_env, lambda obs: spec.rand(), episodes=episodes, seed=seed)
     eval_env.close()
     report.random_policy = {
-        "episodes": episodes, "return_mean": result.mean, "return_std": result.std,
-        "return_min": float(result.returns.min()), "return_max": float(result.returns.max()),
-        "length_mean": float(result.lengths.mean()), "length_min": float(result.lengths.min()),
+        "episodes": episodes,
+        "return_mean": result.mean,
+        "return_std": result.std,
+        "return_min": float(result.returns.min()),
+        "return_max": float(result.returns.max()),
+        "length_mean": float(result.lengths.mean()),
+        "length_min": float(result.lengths.min()),
         "length_max": float(result.lengths.max()),
     }
     observations, rewards = _random_rollout(env_cfg, seed=seed, steps=steps)
@@ -159,39 +182,72 @@ def _pitfalls(env_cfg, base, flat, rewards, random_result, seed) -> list[Pitfall
     obs_specs = {k: base.observation_spec[k] for k in base.observation_spec.keys(True, True)}
     doubles = [str(k) for k, s in obs_specs.items() if s.dtype == torch.float64]
     if doubles:
-        found.append(Pitfall("info", "float64 observations", f"{', '.join(doubles)} are float64",
-                             "rlpilot adds DoubleToFloat for these keys (networks run in float32); "
-                             "in your own TorchRL code add DoubleToFloat()"))
+        found.append(
+            Pitfall(
+                "info",
+                "float64 observations",
+                f"{', '.join(doubles)} are float64",
+                "rlpilot adds DoubleToFloat for these keys (networks run in float32); "
+                "in your own TorchRL code add DoubleToFloat()",
+            )
+        )
     if isinstance(base.action_spec, Categorical):
-        found.append(Pitfall("info", "one-hot vs categorical actions",
-                             f"rlpilot gives a categorical index (shape ()); TorchRL's GymEnv gives a OneHot "
-                             f"spec of shape ({base.action_spec.n},) by default",
-                             "a Q-net needs one output per action either way; with a OneHot spec use "
-                             "torchrl.modules.OneHotCategorical (torch Categorical sends action 0 every step)"))
+        found.append(
+            Pitfall(
+                "info",
+                "one-hot vs categorical actions",
+                f"rlpilot gives a categorical index (shape ()); TorchRL's GymEnv gives a OneHot "
+                f"spec of shape ({base.action_spec.n},) by default",
+                "a Q-net needs one output per action either way; with a OneHot spec use "
+                "torchrl.modules.OneHotCategorical (torch Categorical sends action 0 every step)",
+            )
+        )
     if not np.isfinite(flat).all():
         bad = sorted(set(np.argwhere(~np.isfinite(flat))[:, 1].tolist()))
-        found.append(Pitfall("error", "non-finite observations", f"NaN/inf in dimensions {bad} under a random policy",
-                             "fix the env: a NaN observation poisons every network it reaches"))
+        found.append(
+            Pitfall(
+                "error",
+                "non-finite observations",
+                f"NaN/inf in dimensions {bad} under a random policy",
+                "fix the env: a NaN observation poisons every network it reaches",
+            )
+        )
     else:
         std = flat.std(0)
         absmax = np.abs(flat).max(0)
         wide = [i for i in range(flat.shape[1]) if std[i] > 10 or absmax[i] > 100]
         spread = std.max() / max(std[std > 0].min(), 1e-12) if (std > 0).any() else 1.0
         if (wide or spread > 100) and not env_cfg.normalize_obs:
-            found.append(Pitfall("warning", "unnormalised observation scales",
-                                 f"dimensions {wide or 'all'}: std up to {std.max():.3g}, |max| up to "
-                                 f"{absmax.max():.3g}, std ratio between dimensions {spread:.3g}",
-                                 "--set env.normalize_obs=true (ObservationNorm, statistics saved with the run)"))
+            found.append(
+                Pitfall(
+                    "warning",
+                    "unnormalised observation scales",
+                    f"dimensions {wide or 'all'}: std up to {std.max():.3g}, |max| up to "
+                    f"{absmax.max():.3g}, std ratio between dimensions {spread:.3g}",
+                    "--set env.normalize_obs=true (ObservationNorm, statistics saved with the run)",
+                )
+            )
     if np.ptp(rewards) == 0:
         value = float(rewards.reshape(-1)[0])
         if random_result.lengths.min() < random_result.lengths.max() or value != 0:
-            found.append(Pitfall("info", "constant reward", f"every step gave {value:g} under a random policy",
-                                 "fine for survival tasks (the signal is how long episodes last); otherwise "
-                                 "check the reward function"))
+            found.append(
+                Pitfall(
+                    "info",
+                    "constant reward",
+                    f"every step gave {value:g} under a random policy",
+                    "fine for survival tasks (the signal is how long episodes last); otherwise "
+                    "check the reward function",
+                )
+            )
         else:
-            found.append(Pitfall("warning", "reward constant over the rollout",
-                                 f"every step gave {value:g} and every episode lasted the same",
-                                 "a random policy never sees a learning signal: check the reward, or shape it"))
+            found.append(
+                Pitfall(
+                    "warning",
+                    "reward constant over the rollout",
+                    f"every step gave {value:g} and every episode lasted the same",
+                    "a random policy never sees a learning signal: check the reward, or shape it",
+                )
+            )
     found += _seeding_pitfalls(env_cfg, seed)
     found += _action_pitfalls(env_cfg, base, seed)
     return found
@@ -203,12 +259,23 @@ def _seeding_pitfalls(env_cfg: EnvConfig, seed: int) -> list[Pitfall]:
     other, _ = _random_rollout(env_cfg, seed=seed + 1, steps=64, num_envs=2)
     if not np.array_equal(first, again, equal_nan=True):
         step = int(np.argmax((first != again).reshape(first.shape[0], -1).any(1)))
-        return [Pitfall("error", "seeding does not reproduce",
-                        f"two runs with seed {seed} diverge at step {step}",
-                        "make reset(seed=...) seed every random source of the env (use self.np_random)")]
+        return [
+            Pitfall(
+                "error",
+                "seeding does not reproduce",
+                f"two runs with seed {seed} diverge at step {step}",
+                "make reset(seed=...) seed every random source of the env (use self.np_random)",
+            )
+        ]
     if np.array_equal(first, other, equal_nan=True):
-        return [Pitfall("warning", "seed is ignored", f"seeds {seed} and {seed + 1} give identical rollouts",
-                        "pass the seed to super().reset(seed=seed) and draw randomness from self.np_random")]
+        return [
+            Pitfall(
+                "warning",
+                "seed is ignored",
+                f"seeds {seed} and {seed + 1} give identical rollouts",
+                "pass the seed to super().reset(seed=seed) and draw randomness from self.np_random",
+            )
+        ]
     return []
 
 
@@ -221,9 +288,14 @@ def _action_pitfalls(env_cfg: EnvConfig, base, seed: int) -> list[Pitfall]:
     single = vector_env.single_action_space
     invalid = sum(not single.contains(s.reshape(single.shape).astype(single.dtype)) for s in samples)
     if invalid:
-        found.append(Pitfall("error", "action spec does not match the action space",
-                             f"{invalid}/256 actions drawn from the spec are outside {single}",
-                             "make the env's action_space describe the actions it accepts"))
+        found.append(
+            Pitfall(
+                "error",
+                "action spec does not match the action space",
+                f"{invalid}/256 actions drawn from the spec are outside {single}",
+                "make the env's action_space describe the actions it accepts",
+            )
+        )
     if isinstance(spec, Categorical):
         candidates = [np.array([a]) for a in range(int(spec.n))]
     else:
@@ -237,9 +309,14 @@ def _action_pitfalls(env_cfg: EnvConfig, base, seed: int) -> list[Pitfall]:
         outcomes.append(_flat(obs, 1))
     vector_env.close()
     if all(np.array_equal(outcomes[0], o) for o in outcomes[1:]):
-        found.append(Pitfall("error", "actions have no effect",
-                             f"from the same seeded state, actions {[c.tolist() for c in candidates]} lead to "
-                             "identical observations after 3 steps",
-                             "the action may not reach the env (for example a Categorical distribution over a "
-                             "OneHot spec always sends action 0): decode actions as the spec says"))
+        found.append(
+            Pitfall(
+                "error",
+                "actions have no effect",
+                f"from the same seeded state, actions {[c.tolist() for c in candidates]} lead to "
+                "identical observations after 3 steps",
+                "the action may not reach the env (for example a Categorical distribution over a "
+                "OneHot spec always sends action 0): decode actions as the spec says",
+            )
+        )
     return found

@@ -43,9 +43,7 @@ class CartPoleVectorEnvNoAutoreset(CartPoleVectorEnv):
             return super().reset(seed=seed, options=options)
         if seed is not None:
             super(CartPoleVectorEnv, self).reset(seed=seed)
-        self.state[:, mask] = self.np_random.uniform(
-            low=self.low, high=self.high, size=(4, int(mask.sum()))
-        )
+        self.state[:, mask] = self.np_random.uniform(low=self.low, high=self.high, size=(4, int(mask.sum())))
         self.steps[mask] = 0
         return self.state.T.astype(np.float32), {}
 
@@ -110,9 +108,7 @@ class GymVectorEnv(EnvBase):
             seed, self._seed = self._seed, None  # a fresh seed applies to the next full reset only
             obs, _ = self.vector_env.reset(seed=seed)
         falses = np.zeros(self.num_envs, dtype=bool)
-        return TensorDict(
-            {**self._obs_td(obs), **self._done_entries(falses, falses)}, batch_size=self.batch_size
-        )
+        return TensorDict({**self._obs_td(obs), **self._done_entries(falses, falses)}, batch_size=self.batch_size)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = to_numpy_action(tensordict.get("action"), self.vector_env.action_space)

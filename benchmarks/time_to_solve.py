@@ -1,0 +1,201 @@
+"""Time to solve CartPole-v1: rlpilot against Stable-Baselines3 with RL Zoo's tuned hyperparameters.
+
+Both sides use the same evaluation rule: greedy (deterministic) policy, 20 episodes run side by side
+(rlpilot: its vectorised evaluator; SB3: ``evaluate_policy`` on a 20-env ``DummyVecEnv``, SB3's own
+fastest way), every ``--eval-every`` frames, evaluation time counted. Solved = mean >= 475.
+Time runs from the start of training (after imports and construction) to the solved evaluation;
+the whole process (imports included) is timed beside it. Runs happen one after another, each in its
+own child process, so neither side warms the other's caches.
+
+    python benchmarks/time_to_solve.py --seeds 5          # needs the [bench] extra (stable-baselines3)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+THRESHOLD = 475.0
+
+# RL Baselines3 Zoo, hyperparams/ppo.yml, CartPole-v1
+SB3_PPO_ZOO = dict(
+    n_steps=32,
+    batch_size=256,
+    gae_lambda=0.8,
+    gamma=0.98,
+    n_epochs=20,
+    ent_coef=0.0,
+    learning_rate=1e-3,
+    clip_range=0.2,
+    n_envs=8,
+)
+
+
+def worker_rlpilot(seed: int, eval_every: int, budget: int, episodes: int) -> dict:
+    from rlpilot.config import load_config
+    from rlpilot.train import train
+
+    config = load_config(
+        "ppo-cartpole",
+        overrides=[
+            f"train.seed={seed}",
+            f"train.eval_every_frames={eval_every}",
+            f"train.total_frames={budget}",
+            f"train.eval_episodes={episodes}",
+            f"train.solved_at={THRESHOLD}",
+        ],
+    )
+    result = train(config, run_root="runs/bench", show_progress=False)
+    return {
+        "solved": result.status == "solved",
+        "frames": result.solved_at_frames or result.frames,
+        "train_s": result.elapsed_s,
+        "run": str(result.path),
+    }
+
+
+def worker_sb3(seed: int, eval_every: int, budget: int, episodes: int) -> dict:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.utils import LinearSchedule
+
+    torch.set_num_threads(1)  # as rlpilot; small MLPs run fastest on one thread here
+    hp = dict(SB3_PPO_ZOO)
+    env = make_vec_env("CartPole-v1", n_envs=hp.pop("n_envs"), seed=seed)
+    eval_env = make_vec_env("CartPole-v1", n_envs=episodes, seed=seed + 10_000)
+    model = PPO(
+        "MlpPolicy",
+        env,
+        seed=seed,
+        verbose=0,
+        device="cpu",
+        learning_rate=LinearSchedule(hp.pop("learning_rate"), 0.0, 1.0),
+        clip_range=LinearSchedule(hp.pop("clip_range"), 0.0, 1.0),
+        **hp,
+    )
+
+    class EvalEvery(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.next_eval = eval_every
+            self.solved_frames = None
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps < self.next_eval:
+                return True
+            self.next_eval += eval_every
+            mean, _ = evaluate_policy(self.model, eval_env, n_eval_episodes=episodes, deterministic=True)
+            if mean >= THRESHOLD:
+                self.solved_frames = self.num_timesteps
+                return False
+            return True
+
+    callback = EvalEvery()
+    start = time.perf_counter()
+    model.learn(total_timesteps=budget, callback=callback)
+    elapsed = time.perf_counter() - start
+    return {
+        "solved": callback.solved_frames is not None,
+        "frames": callback.solved_frames or budget,
+        "train_s": elapsed,
+    }
+
+
+WORKERS = {"rlpilot-ppo": worker_rlpilot, "sb3-ppo-zoo": worker_sb3}
+
+
+def run_child(name: str, seed: int, args) -> dict:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        name,
+        "--seed",
+        str(seed),
+        "--eval-every",
+        str(args.eval_every),
+        "--budget",
+        str(args.budget),
+        "--episodes",
+        str(args.episodes),
+    ]
+    start = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    process_s = time.perf_counter() - start
+    if out.returncode != 0:
+        raise SystemExit(f"{name} seed {seed} failed:\n{out.stderr[-2000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["process_s"] = process_s
+    return result
+
+
+def summary(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    return f"{statistics.median(values):8.2f}  [{min(values):.2f}-{max(values):.2f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--eval-every", type=int, default=2048, help="frames between evaluations (both sides)")
+    parser.add_argument("--episodes", type=int, default=20, help="greedy episodes per evaluation")
+    parser.add_argument("--budget", type=int, default=100_000, help="frame budget per run")
+    parser.add_argument("--peers", default="rlpilot-ppo,sb3-ppo-zoo")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(WORKERS[args.worker](args.seed, args.eval_every, args.budget, args.episodes)))
+        return
+
+    peers = args.peers.split(",")
+    results: dict[str, list[dict]] = {name: [] for name in peers}
+    for seed in range(args.seeds):
+        for name in peers:
+            r = run_child(name, seed, args)
+            results[name].append(r)
+            print(
+                f"  {name:<12} seed {seed}: solved={r['solved']} frames={r['frames']:>7} "
+                f"train {r['train_s']:.2f} s  process {r['process_s']:.2f} s",
+                flush=True,
+            )
+
+    print(
+        f"\nCartPole-v1, {args.seeds} seeds, greedy eval of {args.episodes} episodes every {args.eval_every} "
+        f"frames (eval time counted), budget {args.budget:,} frames\n"
+    )
+    print(
+        f"{'peer':<12} {'solved':>6}  {'wall s to solve: median [range]':>32}  "
+        f"{'frames to solve: median [range]':>34}  {'process s median':>16}"
+    )
+    medians = {}
+    for name in peers:
+        solved = [r for r in results[name] if r["solved"]]
+        walls = [r["train_s"] for r in solved]
+        frames = [float(r["frames"]) for r in solved]
+        medians[name] = (
+            statistics.median(walls) if walls else float("nan"),
+            statistics.median(frames) if frames else float("nan"),
+        )
+        print(
+            f"{name:<12} {len(solved):>3}/{len(results[name]):<2}  {summary(walls):>32}  "
+            f"{summary(frames):>34}  {statistics.median(r['process_s'] for r in results[name]):>16.2f}"
+        )
+    if len(peers) == 2:
+        (a_wall, a_frames), (b_wall, b_frames) = medians[peers[0]], medians[peers[1]]
+        print(
+            f"\nratio {peers[1]} / {peers[0]}: wall {b_wall / a_wall:.2f}x, frames {b_frames / a_frames:.2f}x "
+            "(above 1: rlpilot is faster / needs fewer frames)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The CLI as a user meets it: real subprocesses, exit codes and one-line errors."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def rlpilot(*args, timeout=300):
+    """Runs the CLI from the tests folder, as a user runs it from their project (their env modules there)."""
+    return subprocess.run(
+        [sys.executable, "-m", "rlpilot.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=TESTS,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+
+
+def test_help_and_presets_do_not_import_torch():
+    code = (
+        "import sys; from rlpilot.cli import main\n"
+        "try:\n    main(['presets'])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'presets imported torch'\n"
+        "assert 'torchrl' not in sys.modules\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "ppo-cartpole" in out.stdout and "CartPole-v1" in out.stdout
+
+
+def test_help_lists_the_verbs():
+    out = rlpilot("--help")
+    assert out.returncode == 0
+    for verb in ("presets", "check", "train", "eval", "plot"):
+        assert verb in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["train", "ppo-cartpole", "--set", "ppo.clip_epsilon=abc"], "ppo.clip_epsilon: expected float"),
+        (["train", "ppo-cartpole", "--set", "ppo.clip_epsilom=0.1"], "Did you mean ppo.clip_epsilon"),
+        (["train", "ppo-cartpol"], "unknown preset 'ppo-cartpol'"),
+        (["train", "ppo"], "needs an env too"),
+        (["train", "ppo", "NoSuchEnv-v9"], "unknown environment 'NoSuchEnv-v9'"),
+        (["check", "NoSuchEnv-v9"], "unknown environment 'NoSuchEnv-v9'"),
+        (["check", "CartPol-v1"], "Did you mean CartPole-v1"),
+        (["eval", "/nonexistent/run"], "is not a run directory"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    out = rlpilot(*args)
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    assert needle in lines[0] and "Traceback" not in out.stderr
+
+
+def test_debug_shows_the_traceback():
+    out = rlpilot("--debug", "check", "NoSuchEnv-v9")
+    assert out.returncode != 0 and "Traceback" in out.stderr
+
+
+@pytest.mark.parametrize("target", ["CartPole-v1", "Pendulum-v1", "ppo-acrobot"])
+def test_check_healthy_envs_exit_0(target):
+    out = rlpilot("check", target)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for section in (
+        "Specs",
+        "check_env_specs: passed",
+        "Random policy",
+        "Observation scale",
+        "Pitfalls",
+        "Verdict: healthy",
+    ):
+        assert section in out.stdout
+
+
+def test_check_reports_broken_envs_with_exit_1():
+    out = rlpilot("check", "envs_for_tests:UnseededEnv")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[error] seeding does not reproduce" in out.stdout
+    out = rlpilot("check", "envs_for_tests:IgnoresActionEnv")
+    assert out.returncode == 1
+    assert "[error] actions have no effect" in out.stdout
+    assert "[warning] unnormalised observation scales" in out.stdout
+
+
+def test_train_and_eval_through_the_cli(tmp_path):
+    run_dir = tmp_path / "run"
+    out = rlpilot(
+        "train",
+        "ppo",
+        "CartPole-v1",
+        "--frames",
+        "512",
+        "--set",
+        "train.eval_every_frames=512",
+        "--set",
+        "train.eval_episodes=2",
+        "--run-dir",
+        str(run_dir),
+        "-q",
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"run:    {run_dir}" in out.stdout and "curve:" in out.stdout
+    out = rlpilot("eval", str(run_dir), "--episodes", "3")
+    assert out.returncode == 0, out.stderr
+    assert "3 greedy episodes: mean" in out.stdout
+    out = rlpilot("train", "ppo", "CartPole-v1", "--frames", "512", "--run-dir", str(run_dir), "-q")
+    assert out.returncode == 2 and "already exists" in out.stderr

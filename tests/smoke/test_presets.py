@@ -1,0 +1,47 @@
+"""Every preset trains end to end with a tiny budget and leaves a complete run directory."""
+
+import json
+
+import pytest
+import torch
+
+from rlpilot.config import load_config, preset_names
+from rlpilot.policy import evaluate_run, load_policy
+from rlpilot.runs import load_run
+from rlpilot.train import train
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_preset_runs_and_writes_the_run_directory(preset, tmp_path):
+    config = load_config(preset, overrides=["train.eval_episodes=3"])
+    tiny = config.frames_per_batch * 2
+    config = load_config(
+        preset, overrides=[f"train.total_frames={tiny}", f"train.eval_every_frames={tiny}", "train.eval_episodes=3"]
+    )
+    result = train(config, run_root=str(tmp_path), show_progress=False)
+    run = load_run(result.path)
+    assert result.frames == tiny
+    for name in ("config.yaml", "meta.json", "metrics.csv", "events.jsonl", "curve.png", "checkpoints/last.pt"):
+        assert (run.path / name).is_file(), name
+    meta = json.loads((run.path / "meta.json").read_text())
+    assert meta["status"] in ("finished", "solved")
+    assert {"python", "torch", "torchrl", "tensordict", "gymnasium", "rlpilot"} <= set(meta["versions"])
+    assert run.config().to_dict() == config.to_dict()
+    rows = run.metrics()
+    assert rows[-1]["frames"] == tiny and "eval/return_mean" in rows[-1] and "time/elapsed_s" in rows[-1]
+    assert any(e["event"] == "eval" for e in run.events())
+    checkpoint = torch.load(run.path / "checkpoints/last.pt", weights_only=True)
+    assert checkpoint["frames"] == tiny
+    policy = load_policy(run.path)
+    assert policy.algo.updates == checkpoint["algo_state"]["updates"]
+    assert len(evaluate_run(run.path, episodes=2, seed=0).returns) == 2
+
+
+def test_algo_on_any_env_derives_defaults(tmp_path):
+    config = load_config(
+        algo="ppo",
+        env_id="MountainCarContinuous-v0",
+        overrides=["train.total_frames=512", "train.eval_every_frames=512", "train.eval_episodes=2"],
+    )
+    result = train(config, run_root=str(tmp_path), show_progress=False)
+    assert result.status == "finished" and result.frames == 512
