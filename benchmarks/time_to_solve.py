@@ -1,5 +1,10 @@
 """Time to solve CartPole-v1: rlpilot against Stable-Baselines3 with RL Zoo's tuned hyperparameters.
 
+Pairs: rlpilot ppo-cartpole vs SB3 PPO (Zoo: 8 envs, n_steps 32, batch 256, lambda 0.8, gamma 0.98,
+20 epochs, linear lr 1e-3 and clip 0.2; budget 100k frames), and rlpilot dqn-cartpole vs SB3 DQN
+(Zoo: lr 2.3e-3, batch 64, buffer 100k, learning_starts 1000, target_update_interval 10,
+train_freq 256, gradient_steps 128, exploration 0.16 -> 0.04, net [256, 256]; budget 50k frames).
+
 Both sides use the same evaluation rule: greedy (deterministic) policy, 20 episodes run side by side
 (rlpilot: its vectorised evaluator; SB3: ``evaluate_policy`` on a 20-env ``DummyVecEnv``, SB3's own
 fastest way), every ``--eval-every`` frames, evaluation time counted. Solved = mean >= 475.
@@ -7,7 +12,7 @@ Time runs from the start of training (after imports and construction) to the sol
 the whole process (imports included) is timed beside it. Runs happen one after another, each in its
 own child process, so neither side warms the other's caches.
 
-    python benchmarks/time_to_solve.py --seeds 5          # needs the [bench] extra (stable-baselines3)
+    python benchmarks/time_to_solve.py --seeds 5 [--algos ppo,dqn]   # needs the [bench] extra
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 
 THRESHOLD = 475.0
 
@@ -108,7 +114,14 @@ def worker_sb3(seed: int, eval_every: int, budget: int, episodes: int) -> dict:
     }
 
 
-WORKERS = {"rlpilot-ppo": worker_rlpilot, "sb3-ppo-zoo": worker_sb3}
+WORKERS = {
+    "rlpilot-ppo": partial(worker_rlpilot, "ppo-cartpole"),
+    "sb3-ppo-zoo": partial(worker_sb3, "ppo"),
+    "rlpilot-dqn": partial(worker_rlpilot, "dqn-cartpole"),
+    "sb3-dqn-zoo": partial(worker_sb3, "dqn"),
+}
+# peers compared pairwise, with each pair's frame budget (RL Zoo's n_timesteps)
+PAIRS = {"ppo": ("rlpilot-ppo", "sb3-ppo-zoo", 100_000), "dqn": ("rlpilot-dqn", "sb3-dqn-zoo", 50_000)}
 
 
 def run_child(name: str, seed: int, args) -> dict:
@@ -147,27 +160,31 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--eval-every", type=int, default=2048, help="frames between evaluations (both sides)")
     parser.add_argument("--episodes", type=int, default=20, help="greedy episodes per evaluation")
-    parser.add_argument("--budget", type=int, default=100_000, help="frame budget per run")
-    parser.add_argument("--peers", default="rlpilot-ppo,sb3-ppo-zoo")
+    parser.add_argument("--algos", default="ppo,dqn", help="comma-separated: ppo, dqn")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--budget", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(WORKERS[args.worker](args.seed, args.eval_every, args.budget, args.episodes)))
         return
+    for algo in args.algos.split(","):
+        ours, peer, budget = PAIRS[algo]
+        args.budget = budget
+        results: dict[str, list[dict]] = {ours: [], peer: []}
+        for seed in range(args.seeds):
+            for name in (ours, peer):
+                r = run_child(name, seed, args)
+                results[name].append(r)
+                print(
+                    f"  {name:<12} seed {seed}: solved={r['solved']} frames={r['frames']:>7} "
+                    f"train {r['train_s']:.2f} s  process {r['process_s']:.2f} s",
+                    flush=True,
+                )
+        report(results, ours, peer, args)
 
-    peers = args.peers.split(",")
-    results: dict[str, list[dict]] = {name: [] for name in peers}
-    for seed in range(args.seeds):
-        for name in peers:
-            r = run_child(name, seed, args)
-            results[name].append(r)
-            print(
-                f"  {name:<12} seed {seed}: solved={r['solved']} frames={r['frames']:>7} "
-                f"train {r['train_s']:.2f} s  process {r['process_s']:.2f} s",
-                flush=True,
-            )
 
+def report(results: dict, ours: str, peer: str, args) -> None:
     print(
         f"\nCartPole-v1, {args.seeds} seeds, greedy eval of {args.episodes} episodes every {args.eval_every} "
         f"frames (eval time counted), budget {args.budget:,} frames\n"
@@ -177,7 +194,7 @@ def main() -> None:
         f"{'frames to solve: median [range]':>34}  {'process s median':>16}"
     )
     medians = {}
-    for name in peers:
+    for name in (ours, peer):
         solved = [r for r in results[name] if r["solved"]]
         walls = [r["train_s"] for r in solved]
         frames = [float(r["frames"]) for r in solved]
@@ -189,12 +206,12 @@ def main() -> None:
             f"{name:<12} {len(solved):>3}/{len(results[name]):<2}  {summary(walls):>32}  "
             f"{summary(frames):>34}  {statistics.median(r['process_s'] for r in results[name]):>16.2f}"
         )
-    if len(peers) == 2:
-        (a_wall, a_frames), (b_wall, b_frames) = medians[peers[0]], medians[peers[1]]
-        print(
-            f"\nratio {peers[1]} / {peers[0]}: wall {b_wall / a_wall:.2f}x, frames {b_frames / a_frames:.2f}x "
-            "(above 1: rlpilot is faster / needs fewer frames)"
-        )
+    (a_wall, a_frames), (b_wall, b_frames) = medians[ours], medians[peer]
+    print(
+        f"\nratio {peer} / {ours} (medians over solved seeds): wall {b_wall / a_wall:.2f}x, "
+        f"frames {b_frames / a_frames:.2f}x (above 1: rlpilot is faster / needs fewer frames)\n",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Cost of one PPO update (forward, backward, clip, Adam) on CartPole-sized networks, per loss implementation.
+"""Cost of one gradient update (forward, backward, clip, Adam) per loss implementation: PPO and DQN presets.
 
 python benchmarks/update_cost.py [--minibatch 256] [--threads 1]
 """
@@ -46,6 +46,24 @@ def time_updates(impl: str, minibatch: int, repeats: int) -> tuple[float, float]
     return (learn - gae) / updates, gae
 
 
+def time_dqn_updates(impl: str, repeats: int) -> float:
+    """Seconds per DQN gradient update with the dqn-cartpole preset (uniform replay, 1-step targets)."""
+    from rlpilot.algos.dqn import DQN
+
+    torch.manual_seed(0)
+    config = load_config("dqn-cartpole", overrides=[f"dqn.loss_impl={impl}", "dqn.n_step=1", "dqn.learning_starts=0"])
+    env = make_env(config.env, seed=0)
+    algo = DQN(config, env, torch.device("cpu"))
+    collector = BatchCollector(env, algo.act, steps=config.dqn.steps_per_env, seed=0)
+    for i in range(8):
+        algo.learn(collector.collect(), (i + 1) * config.frames_per_batch)
+    batch = collector.collect()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        algo.learn(batch, 10**6)
+    return (time.perf_counter() - start) / (repeats * config.dqn_updates_per_batch)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minibatch", type=int, default=256)
@@ -60,6 +78,10 @@ def main() -> None:
             f"GAE {gae * 1e3:.2f} ms per batch"
         )
     print(f"ratio torchrl / lean per update: {results['torchrl'][0] / results['lean'][0]:.2f}x")
+    dqn = {impl: time_dqn_updates(impl, max(2, args.repeats // 60)) for impl in ("torchrl", "lean")}
+    for impl, seconds in dqn.items():
+        print(f"dqn {impl:<8} {seconds * 1e3:6.2f} ms per update (dqn-cartpole: batch 64, 256-256 MLP)")
+    print(f"ratio torchrl / lean per DQN update: {dqn['torchrl'] / dqn['lean']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -116,7 +116,59 @@ class TrainConfig:
     """Frames between rows of ``metrics.csv``."""
 
 
-ALGOS = ("ppo",)
+@dataclass
+class DQNConfig:
+    steps_per_env: int = 32
+    """Steps collected per env between learning phases; frames per batch = this x ``env.num_envs``."""
+    buffer_size: int = 100_000
+    """Replay capacity in transitions. CartPole transitions are ~66 bytes: 100k is ~7 MB."""
+    batch_size: int = 64
+    """Transitions per gradient step."""
+    lr: float = 1e-3
+    """Adam learning rate (constant)."""
+    gamma: float = 0.99
+    """Discount per step."""
+    updates_per_frame: float = 0.5
+    """Gradient steps per collected frame (update-to-data ratio); RL Zoo's CartPole setting is 128 per 256."""
+    learning_starts: int = 1_000
+    """Frames collected with uniformly random actions before the first update, so early updates do not
+    overfit a handful of transitions."""
+    eps_init: float = 1.0
+    """Epsilon-greedy: exploration probability at the start."""
+    eps_end: float = 0.05
+    """Exploration probability after annealing."""
+    exploration_fraction: float = 0.1
+    """Share of ``train.total_frames`` over which epsilon anneals linearly (the horizon is derived)."""
+    target_update: str = "hard"
+    """``hard``: copy the online network every ``target_update_interval`` updates; ``soft``: Polyak
+    averaging with ``tau`` after every update."""
+    target_update_interval: int = 10
+    """Updates between hard target copies."""
+    tau: float = 0.005
+    """Soft target update rate."""
+    double_dqn: bool = True
+    """Select the next action with the online network, value it with the target network (less
+    overestimation than max over the target)."""
+    loss: str = "huber"
+    """``huber`` (smooth L1: robust to large TD errors, SB3's default) or ``l2``."""
+    max_grad_norm: float = 10.0
+    """Gradient clipping by global norm."""
+    n_step: int = 1
+    """n-step returns (within a collected batch, never across episode ends)."""
+    prioritized: bool = False
+    """Prioritised replay: sample transitions with probability proportional to (|TD error| + eps)^alpha."""
+    alpha: float = 0.6
+    """Prioritisation strength (0 is uniform)."""
+    beta_init: float = 0.4
+    """Importance-weight exponent at the start, annealed linearly to 1 over the budget."""
+    priority_eps: float = 1e-6
+    """Added to |TD error| so no transition gets zero probability."""
+    loss_impl: str = "lean"
+    """``lean``: the double-DQN loss in plain torch (same numbers as TorchRL's ``DQNLoss``, tested);
+    ``torchrl``: ``DQNLoss`` (n_step 1 only)."""
+
+
+ALGOS = ("ppo", "dqn")
 
 
 @dataclass
@@ -126,14 +178,20 @@ class Config:
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    dqn: DQNConfig = field(default_factory=DQNConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     preset: str | None = None
     """The preset this config came from, if any (informational)."""
 
     # -- derived values (never stored) ---------------------------------------------------------
     @property
+    def algo_config(self) -> PPOConfig | DQNConfig:
+        """The section of the chosen algorithm."""
+        return getattr(self, self.algo)
+
+    @property
     def frames_per_batch(self) -> int:
-        return self.env.num_envs * self.ppo.steps_per_env
+        return self.env.num_envs * self.algo_config.steps_per_env
 
     @property
     def num_batches(self) -> int:
@@ -145,8 +203,17 @@ class Config:
 
     @property
     def num_updates(self) -> int:
-        """Gradient steps over the whole budget: the horizon of LR and clip schedules."""
+        """PPO gradient steps over the whole budget: the horizon of LR and clip schedules."""
         return self.num_batches * self.ppo.epochs * self.minibatches_per_epoch
+
+    @property
+    def dqn_updates_per_batch(self) -> int:
+        return max(1, round(self.frames_per_batch * self.dqn.updates_per_frame))
+
+    @property
+    def exploration_frames(self) -> int:
+        """Frames over which DQN's epsilon anneals."""
+        return max(1, int(self.train.total_frames * self.dqn.exploration_fraction))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -169,6 +236,12 @@ class Config:
             "ppo.minibatch_size": self.ppo.minibatch_size,
             "ppo.lr": self.ppo.lr,
             "env.reward_scale": self.env.reward_scale,
+            "dqn.steps_per_env": self.dqn.steps_per_env,
+            "dqn.buffer_size": self.dqn.buffer_size,
+            "dqn.batch_size": self.dqn.batch_size,
+            "dqn.lr": self.dqn.lr,
+            "dqn.n_step": self.dqn.n_step,
+            "dqn.target_update_interval": self.dqn.target_update_interval,
         }
         problems += [f"{key} must be > 0 (got {value})" for key, value in positives.items() if value <= 0]
         choices = {
@@ -177,6 +250,9 @@ class Config:
             "ppo.clip_schedule": (self.ppo.clip_schedule, ("linear", "constant")),
             "ppo.value_loss": (self.ppo.value_loss, ("l2", "smooth_l1")),
             "ppo.loss_impl": (self.ppo.loss_impl, ("lean", "torchrl")),
+            "dqn.loss_impl": (self.dqn.loss_impl, ("lean", "torchrl")),
+            "dqn.target_update": (self.dqn.target_update, ("hard", "soft")),
+            "dqn.loss": (self.dqn.loss, ("huber", "l2")),
             "model.activation": (self.model.activation, ("tanh", "relu")),
             "train.device": (self.train.device, ("auto", "cpu", "cuda")),
         }
@@ -185,10 +261,22 @@ class Config:
             for key, (value, allowed) in choices.items()
             if value not in allowed
         ]
-        for key, value in (("ppo.gamma", self.ppo.gamma), ("ppo.gae_lambda", self.ppo.gae_lambda)):
+        unit_interval = (
+            ("ppo.gamma", self.ppo.gamma),
+            ("ppo.gae_lambda", self.ppo.gae_lambda),
+            ("dqn.gamma", self.dqn.gamma),
+            ("dqn.eps_init", self.dqn.eps_init),
+            ("dqn.eps_end", self.dqn.eps_end),
+            ("dqn.exploration_fraction", self.dqn.exploration_fraction),
+            ("dqn.beta_init", self.dqn.beta_init),
+            ("dqn.tau", self.dqn.tau),
+        )
+        for key, value in unit_interval:
             if not 0.0 <= value <= 1.0:
                 problems.append(f"{key} must be within [0, 1] (got {value})")
-        if self.ppo.minibatch_size > self.frames_per_batch:
+        if self.algo == "dqn" and self.dqn.n_step > 1 and self.dqn.loss_impl == "torchrl":
+            problems.append("dqn.n_step > 1 needs dqn.loss_impl=lean (TorchRL's DQNLoss bootstraps one step)")
+        if self.algo == "ppo" and self.ppo.minibatch_size > self.frames_per_batch:
             problems.append(
                 f"ppo.minibatch_size ({self.ppo.minibatch_size}) is larger than a batch "
                 f"(env.num_envs x ppo.steps_per_env = {self.frames_per_batch}): lower it or collect more"

@@ -38,7 +38,7 @@ def observation_size(observation_spec) -> int:
     return int(spec.shape[-1])
 
 
-def action_kind(action_spec: TensorSpec) -> str:
+def action_kind(action_spec: TensorSpec, *, algo: str = "ppo") -> str:
     """``discrete`` (categorical index), or ``continuous`` (Box); anything else is a clear error."""
     if isinstance(action_spec, Categorical):
         return "discrete"
@@ -48,6 +48,14 @@ def action_kind(action_spec: TensorSpec) -> str:
             "TorchRL's GymEnv needs categorical_action_encoding=True)"
         )
     if isinstance(action_spec, Bounded) and action_spec.dtype.is_floating_point:
+        if algo == "dqn":
+            from rlpilot.config import load_config, preset_names
+
+            fitting = [name for name in preset_names() if load_config(name).algo == "ppo"]
+            raise UserError(
+                f"DQN needs a discrete action space, but this env's actions are continuous (Box); "
+                f"use PPO instead (rlpilot train ppo ENV, or presets {', '.join(fitting)})"
+            )
         return "continuous"
     raise UserError(f"unsupported action spec {type(action_spec).__name__}: Discrete or bounded Box only")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -18,7 +18,7 @@ from rlpilot.collect import BatchCollector
 from rlpilot.config import Config
 from rlpilot.envs import make_env, obs_norm_state, resolve_env
 from rlpilot.errors import UserError
-from rlpilot.evaluate import EvalResult, evaluate
+from rlpilot.evaluate import evaluate
 from rlpilot.plot import plot_run
 from rlpilot.runs import MetricsWriter, Run
 
@@ -57,7 +57,6 @@ class Progress:
     best_eval: float = -math.inf
     last_eval: float | None = None
     solved_at_frames: int | None = None
-    recent_returns: list = field(default_factory=list)
 
 
 def train(
@@ -83,11 +82,11 @@ def train(
         obs_norm_state=obs_norm_state(env),
     )
     algo = algos.build(config, env, device)
-    collector = BatchCollector(env, algo.act, steps=config.ppo.steps_per_env, seed=seed)
+    collector = BatchCollector(env, algo.act, steps=config.algo_config.steps_per_env, seed=seed)
     run = Run.create(config, root=run_root, path=run_dir)
     run.update_meta(solved_at=threshold, device=str(device))
     metrics_writer = MetricsWriter(run.path / "metrics.csv")
-    bar = _progress_bar(config, show_progress)
+    bar = ProgressBar(config, show_progress)
     progress = Progress()
     status = "failed"
     start = time.perf_counter()
@@ -104,14 +103,7 @@ def train(
             last_batch = progress.batches == config.num_batches
             if progress.frames >= next_eval or last_batch:
                 next_eval += config.train.eval_every_frames
-                result = evaluate(
-                    eval_env,
-                    algo.greedy_action,
-                    episodes=config.train.eval_episodes,
-                    seed=seed + EVAL_SEED_OFFSET + 1000 * progress.evaluations,
-                )
-                _record_eval(run, progress, result, threshold, algo)
-                row.update(result.metrics())
+                row.update(_evaluate(config, eval_env, algo, run, progress, threshold))
             elapsed = time.perf_counter() - start
             row.update({"time/elapsed_s": elapsed, "time/fps": progress.frames / elapsed})
             if progress.frames >= next_log or "eval/return_mean" in row or last_batch:
@@ -155,7 +147,14 @@ def _episode_metrics(returns: list[float], lengths: list[int]) -> dict[str, floa
     }
 
 
-def _record_eval(run: Run, progress: Progress, result: EvalResult, threshold: float | None, algo) -> None:
+def _evaluate(config: Config, eval_env, algo, run: Run, progress: Progress, threshold: float | None) -> dict:
+    """Greedy evaluation (fresh seeds each time), recorded in progress and events; returns its metrics."""
+    result = evaluate(
+        eval_env,
+        algo.greedy_action,
+        episodes=config.train.eval_episodes,
+        seed=config.train.seed + EVAL_SEED_OFFSET + 1000 * progress.evaluations,
+    )
     progress.evaluations += 1
     progress.last_eval = result.mean
     if result.mean > progress.best_eval:
@@ -164,6 +163,7 @@ def _record_eval(run: Run, progress: Progress, result: EvalResult, threshold: fl
     if threshold is not None and result.mean >= threshold and progress.solved_at_frames is None:
         progress.solved_at_frames = progress.frames
         run.event("solved", frames=progress.frames, mean=result.mean, threshold=threshold)
+    return result.metrics()
 
 
 def _checkpoint(config: Config, algo, env, progress: Progress) -> dict:
@@ -179,7 +179,7 @@ def _checkpoint(config: Config, algo, env, progress: Progress) -> dict:
     }
 
 
-class _progress_bar:
+class ProgressBar:
     """tqdm bar with frames, fps and the latest evaluation (silent when disabled)."""
 
     def __init__(self, config: Config, enabled: bool):

@@ -37,4 +37,8 @@ def build(config: Config, env: EnvBase, device: torch.device) -> Algorithm:
         from rlpilot.algos.ppo import PPO
 
         return PPO(config, env, device)
+    if config.algo == "dqn":
+        from rlpilot.algos.dqn import DQN
+
+        return DQN(config, env, device)
     raise ValueError(f"unknown algorithm {config.algo}")

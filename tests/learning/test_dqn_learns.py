@@ -1,0 +1,24 @@
+"""DQN reaches its thresholds with fixed seeds (greedy evaluation, 20 episodes).
+
+dqn-cartpole: budget 50k frames; seen here solving in 8k-25k frames (uniform) and 4k-23k (prioritised).
+dqn-acrobot: budget 100k frames.
+"""
+
+import pytest
+
+from rlpilot.config import load_config
+from rlpilot.train import train
+
+
+@pytest.mark.parametrize("prioritized", [False, True], ids=["uniform", "prioritised"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dqn_cartpole_solves(seed, prioritized, tmp_path):
+    overrides = [f"train.seed={seed}", f"dqn.prioritized={str(prioritized).lower()}"]
+    run = train(load_config("dqn-cartpole", overrides=overrides), run_root=str(tmp_path), show_progress=False)
+    assert run.status == "solved", run.meta()
+    assert run.last_eval >= 475
+
+
+def test_dqn_acrobot_reaches_minus_100(tmp_path):
+    run = train(load_config("dqn-acrobot", overrides=["train.seed=0"]), run_root=str(tmp_path), show_progress=False)
+    assert run.best_eval >= -100, run.meta()
