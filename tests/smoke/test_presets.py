@@ -15,9 +15,9 @@ from rlpilot.train import train
 def test_preset_runs_and_writes_the_run_directory(preset, tmp_path):
     config = load_config(preset, overrides=["train.eval_episodes=3"])
     tiny = config.frames_per_batch * 2
-    config = load_config(
-        preset, overrides=[f"train.total_frames={tiny}", f"train.eval_every_frames={tiny}", "train.eval_episodes=3"]
-    )
+    learn_at_once = ["dqn.learning_starts=0"] if config.algo == "dqn" else []
+    overrides = [f"train.total_frames={tiny}", f"train.eval_every_frames={tiny}", "train.eval_episodes=3"]
+    config = load_config(preset, overrides=overrides + learn_at_once)
     result = train(config, run_root=str(tmp_path), show_progress=False)
     run = load_run(result.path)
     assert result.frames == tiny
