@@ -41,12 +41,12 @@ SB3_PPO_ZOO = dict(
 )
 
 
-def worker_rlpilot(seed: int, eval_every: int, budget: int, episodes: int) -> dict:
+def worker_rlpilot(preset: str, seed: int, eval_every: int, budget: int, episodes: int) -> dict:
     from rlpilot.config import load_config
     from rlpilot.train import train
 
     config = load_config(
-        "ppo-cartpole",
+        preset,
         overrides=[
             f"train.seed={seed}",
             f"train.eval_every_frames={eval_every}",
@@ -64,28 +64,53 @@ def worker_rlpilot(seed: int, eval_every: int, budget: int, episodes: int) -> di
     }
 
 
-def worker_sb3(seed: int, eval_every: int, budget: int, episodes: int) -> dict:
+# RL Baselines3 Zoo, hyperparams/dqn.yml, CartPole-v1 (one env; budget 50k)
+SB3_DQN_ZOO = dict(
+    learning_rate=2.3e-3,
+    batch_size=64,
+    buffer_size=100_000,
+    learning_starts=1000,
+    gamma=0.99,
+    target_update_interval=10,
+    train_freq=256,
+    gradient_steps=128,
+    exploration_fraction=0.16,
+    exploration_final_eps=0.04,
+    policy_kwargs=dict(net_arch=[256, 256]),
+)
+
+
+def make_sb3(algo: str, seed: int):
+    from stable_baselines3 import DQN, PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.utils import LinearSchedule
+
+    if algo == "ppo":
+        hp = dict(SB3_PPO_ZOO)
+        env = make_vec_env("CartPole-v1", n_envs=hp.pop("n_envs"), seed=seed)
+        return PPO(
+            "MlpPolicy",
+            env,
+            seed=seed,
+            verbose=0,
+            device="cpu",
+            learning_rate=LinearSchedule(hp.pop("learning_rate"), 0.0, 1.0),
+            clip_range=LinearSchedule(hp.pop("clip_range"), 0.0, 1.0),
+            **hp,
+        )
+    env = make_vec_env("CartPole-v1", n_envs=1, seed=seed)
+    return DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **SB3_DQN_ZOO)
+
+
+def worker_sb3(algo: str, seed: int, eval_every: int, budget: int, episodes: int) -> dict:
     import torch
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.utils import LinearSchedule
 
     torch.set_num_threads(1)  # as rlpilot; small MLPs run fastest on one thread here
-    hp = dict(SB3_PPO_ZOO)
-    env = make_vec_env("CartPole-v1", n_envs=hp.pop("n_envs"), seed=seed)
+    model = make_sb3(algo, seed)
     eval_env = make_vec_env("CartPole-v1", n_envs=episodes, seed=seed + 10_000)
-    model = PPO(
-        "MlpPolicy",
-        env,
-        seed=seed,
-        verbose=0,
-        device="cpu",
-        learning_rate=LinearSchedule(hp.pop("learning_rate"), 0.0, 1.0),
-        clip_range=LinearSchedule(hp.pop("clip_range"), 0.0, 1.0),
-        **hp,
-    )
 
     class EvalEvery(BaseCallback):
         def __init__(self):
