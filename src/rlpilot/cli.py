@@ -85,13 +85,35 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from rlpilot.policy import evaluate_run
+    from rlpilot.policy import evaluate_target
 
-    result = evaluate_run(args.run, episodes=args.episodes, seed=args.seed)
+    result, csv_path, video = evaluate_target(
+        args.target, episodes=args.episodes, seed=args.seed, csv_path=args.csv, video=args.video
+    )
     print(
         f"{args.episodes} greedy episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
         f"min {result.returns.min():.2f}  max {result.returns.max():.2f}"
     )
+    print(f"episodes: {csv_path}")
+    if video is not None:
+        print(f"video:    {video}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from rlpilot.export import ExportFailed, export_run
+
+    try:
+        result = export_run(args.run, args.format, args.out, seed=args.seed)
+    except ExportFailed as exc:
+        print(f"rlpilot: export failed: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"parity: {result.observations} observations from real rollouts, "
+        f"max |exported - live| = {result.max_abs_diff:.3g}"
+    )
+    print(f"policy:    {result.artifact}")
+    print(f"signature: {result.signature}")
     return 0
 
 
@@ -139,11 +161,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_train)
 
-    p = verbs.add_parser("eval", help="greedy episodes of a trained run")
-    p.add_argument("run", help="run directory")
+    p = verbs.add_parser("eval", help="greedy episodes of a trained run or an exported policy")
+    p.add_argument("target", metavar="RUN|ARTIFACT", help="run directory, or a file written by rlpilot export")
     p.add_argument("--episodes", type=int, default=20)
-    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")
+    p.add_argument("--csv", help="per-episode rows (default RUN/eval.csv, or ARTIFACT.eval.csv)")
+    p.add_argument("--video", help="record one greedy episode to FILE (.gif, or .mp4 with the [video] extra)")
     p.set_defaults(func=_cmd_eval)
+
+    p = verbs.add_parser("export", help="export the greedy policy (onnx, pt2, torchscript), parity-checked")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--format", default="onnx", help="onnx (default), pt2 or torchscript")
+    p.add_argument("--out", help="output folder (default RUN/export)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the parity rollouts")
+    p.set_defaults(func=_cmd_export)
 
     p = verbs.add_parser("plot", help="training curve of a run")
     p.add_argument("run", help="run directory")

@@ -71,3 +71,27 @@ class GaussianHead(nn.Module):
     def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         loc = self.body(observation)
         return loc, self.log_std.exp().expand_as(loc)
+
+
+class GreedyActor(nn.Module):
+    """Deterministic action from a policy network, as the env takes it (what evaluation and export run).
+
+    Discrete (``bounds`` None): argmax of the logits or Q-values. Continuous: the Gaussian mean squashed
+    by tanh into ``[low, high]`` (the mode of TanhNormal's transform), clamped against rounding.
+    """
+
+    def __init__(self, net: nn.Module, bounds: tuple[torch.Tensor, torch.Tensor] | None = None):
+        super().__init__()
+        self.net = net
+        self.continuous = bounds is not None
+        low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
+        self.register_buffer("low", low.detach().clone().float())
+        self.register_buffer("high", high.detach().clone().float())
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        out = self.net(observation)
+        if not self.continuous:
+            return out.argmax(-1)
+        loc = out[0] if isinstance(out, tuple) else out
+        action = (self.high + self.low) / 2 + (self.high - self.low) / 2 * torch.tanh(loc)
+        return torch.maximum(torch.minimum(action, self.high), self.low)

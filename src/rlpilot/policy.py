@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 from torchrl.envs import TransformedEnv
 
 from rlpilot import algos
+from rlpilot.config import EnvConfig
 from rlpilot.envs import make_env
 from rlpilot.errors import UserError
 from rlpilot.evaluate import EvalResult, evaluate
-from rlpilot.runs import Run, load_run
+from rlpilot.runs import Run, atomic_write, load_run
 
 
 @dataclass
@@ -48,10 +51,105 @@ def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
     return LoadedPolicy(run, algo, state["obs_norm"])
 
 
-def evaluate_run(path: str | Path, *, episodes: int, seed: int) -> EvalResult:
+@dataclass
+class PlayablePolicy:
+    """What evaluation needs: the env to build and a greedy function of that env's observations."""
+
+    env_config: EnvConfig
+    obs_norm: dict | None
+    act: Callable[[torch.Tensor], torch.Tensor]
+    default_csv: Path
+
+    def make_env(self, *, num_envs: int, seed: int | None = None, render: bool = False) -> TransformedEnv:
+        env_config = self.env_config
+        if render:  # one gymnasium env with rgb_array frames
+            env_config = replace(env_config, backend="sync", kwargs={**env_config.kwargs, "render_mode": "rgb_array"})
+        return make_env(env_config, num_envs=num_envs, seed=seed, obs_norm_state=self.obs_norm)
+
+
+def playable(path: str | Path) -> PlayablePolicy:
+    """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``)."""
+    path = Path(path)
+    if path.is_file():
+        from rlpilot.export import load_artifact
+
+        run_artifact, signature = load_artifact(path)
+        env = signature["env"]
+        env_config = EnvConfig(id=env["id"], kwargs=env["kwargs"], max_episode_steps=env["max_episode_steps"])
+
+        def act(observation: torch.Tensor) -> torch.Tensor:
+            return torch.as_tensor(run_artifact(observation.numpy()))
+
+        return PlayablePolicy(env_config, None, act, path.with_name(path.name + ".eval.csv"))
     policy = load_policy(path)
-    env = policy.make_env(num_envs=min(episodes, 64), seed=seed)
+    return PlayablePolicy(
+        policy.run.config().env, policy.obs_norm, policy.algo.greedy_action, policy.run.path / "eval.csv"
+    )
+
+
+def evaluate_target(
+    path: str | Path, *, episodes: int, seed: int, csv_path: str | Path | None = None, video: str | Path | None = None
+) -> tuple[EvalResult, Path, Path | None]:
+    """Greedy episodes of a run or an artifact; per-episode rows to CSV; optionally one episode on video."""
+    target = playable(path)
+    if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
+        raise UserError(f"--video {video}: the file must end in .gif or .mp4")
+    env = target.make_env(num_envs=min(episodes, 64), seed=seed)
     try:
-        return evaluate(env, policy.algo.greedy_action, episodes=episodes, seed=seed)
+        result = evaluate(env, target.act, episodes=episodes, seed=seed)
     finally:
         env.close()
+    csv_path = Path(csv_path) if csv_path is not None else target.default_csv
+    rows = ["episode,seed,return,length"] + [
+        f"{i},{seed + i},{ret:.6g},{length}" for i, (ret, length) in enumerate(zip(result.returns, result.lengths))
+    ]
+    atomic_write(csv_path, "\n".join(rows) + "\n")
+    video_path = None
+    if video is not None:
+        video_path = record_video(target, Path(video), seed=seed)
+    return result, csv_path, video_path
+
+
+def record_video(target: PlayablePolicy, path: Path, *, seed: int, fps: int = 30) -> Path:
+    """One greedy episode (the first evaluation seed) rendered as rgb_array frames, to GIF or MP4."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # headless: pygame renders off-screen
+    try:
+        env = target.make_env(num_envs=1, seed=seed, render=True)
+    except UserError:
+        raise
+    except Exception as exc:  # rendering backends raise their own errors (pygame missing, no display...)
+        raise UserError(f"cannot render '{target.env_config.id}': {exc}; pip install 'rlpilot[video]'") from None
+    single = env.base_env.vector_env.envs[0]
+    frames = []
+    evaluate(env, _recording(target.act, single, frames), episodes=1, seed=seed)
+    frames.append(single.render())
+    env.close()
+    write_frames(frames, path, fps)
+    return path
+
+
+def _recording(act, single_env, frames: list):
+    def act_and_record(observation: torch.Tensor) -> torch.Tensor:
+        frames.append(single_env.render())
+        return act(observation)
+
+    return act_and_record
+
+
+def write_frames(frames: list, path: Path, fps: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    if path.suffix.lower() == ".gif":
+        from PIL import Image
+
+        images = [Image.fromarray(frame) for frame in frames]
+        images[0].save(tmp, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+    else:
+        try:
+            import imageio.v2 as imageio
+        except ImportError:
+            raise UserError(
+                "MP4 needs imageio and imageio-ffmpeg: pip install 'rlpilot[video]' (or use a .gif)"
+            ) from None
+        imageio.mimwrite(tmp, frames, fps=fps, format="FFMPEG")
+    tmp.replace(path)

@@ -37,7 +37,7 @@ def test_help_and_presets_do_not_import_torch():
 def test_help_lists_the_verbs():
     out = rlpilot("--help")
     assert out.returncode == 0
-    for verb in ("presets", "check", "train", "eval", "plot"):
+    for verb in ("presets", "check", "train", "eval", "export", "plot"):
         assert verb in out.stdout
 
 
@@ -112,7 +112,7 @@ def test_train_and_eval_through_the_cli(tmp_path):
     assert f"run:    {run_dir}" in out.stdout and "curve:" in out.stdout
     out = rlpilot("eval", str(run_dir), "--episodes", "3")
     assert out.returncode == 0, out.stderr
-    assert "3 greedy episodes: mean" in out.stdout
+    assert "3 greedy episodes: mean" in out.stdout and (run_dir / "eval.csv").is_file()
     out = rlpilot("train", "ppo", "CartPole-v1", "--frames", "512", "--run-dir", str(run_dir), "-q")
     assert out.returncode == 2 and "already exists" in out.stderr
 

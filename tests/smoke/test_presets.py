@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlpilot.config import load_config, preset_names
-from rlpilot.policy import evaluate_run, load_policy
+from rlpilot.policy import evaluate_target, load_policy
 from rlpilot.runs import load_run
 from rlpilot.train import train
 
@@ -34,7 +34,8 @@ def test_preset_runs_and_writes_the_run_directory(preset, tmp_path):
     assert checkpoint["frames"] == tiny
     policy = load_policy(run.path)
     assert policy.algo.updates == checkpoint["algo_state"]["updates"] > 0
-    assert len(evaluate_run(run.path, episodes=2, seed=0).returns) == 2
+    result, csv_path, _ = evaluate_target(run.path, episodes=2, seed=0)
+    assert len(result.returns) == 2 and len(csv_path.read_text().splitlines()) == 3
 
 
 def test_algo_on_any_env_derives_defaults(tmp_path):

@@ -7,6 +7,7 @@ from typing import Protocol
 import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModuleBase
+from torch import nn
 from torchrl.envs import EnvBase
 
 from rlpilot.config import Config
@@ -16,7 +17,9 @@ class Algorithm(Protocol):
     explore_policy: TensorDictModuleBase
     """TensorDict policy used for exploration (TorchRL users' collectors can run it)."""
     greedy_policy: TensorDictModuleBase
-    """TensorDict policy used for evaluation and export."""
+    """TensorDict policy used for evaluation (TorchRL users)."""
+    greedy_module: nn.Module
+    """Plain module: normalised observation tensor -> env action (argmax / squashed mean); export wraps it."""
 
     def act(self, observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Exploration action for a batch of observations, plus entries stored with the transition."""

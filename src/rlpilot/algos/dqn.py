@@ -21,7 +21,7 @@ from torchrl.modules import EGreedyModule, QValueModule
 from torchrl.objectives import DQNLoss, HardUpdate, SoftUpdate
 
 from rlpilot.config import Config
-from rlpilot.models import action_kind, mlp, observation_size
+from rlpilot.models import GreedyActor, action_kind, mlp, observation_size
 
 STORED_KEYS = (
     "observation",
@@ -44,6 +44,7 @@ class DQN:
         self.num_actions = int(spec.n)
         self.q_net = mlp(observation_size(env.observation_spec), self.num_actions, config.model).to(device)
         self.target_net = copy.deepcopy(self.q_net).requires_grad_(False)
+        self.greedy_module = GreedyActor(self.q_net)
         q_values = TensorDictModule(self.q_net, in_keys=["observation"], out_keys=["action_value"])
         self.greedy_policy = TensorDictSequential(q_values, QValueModule(spec=spec, action_space="categorical"))
         self.exploration = EGreedyModule(
@@ -91,7 +92,7 @@ class DQN:
 
     @torch.inference_mode()
     def greedy_action(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.q_net(observation).argmax(-1)
+        return self.greedy_module(observation)
 
     # -- learning ----------------------------------------------------------------------------
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:

@@ -21,7 +21,7 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 from rlpilot.config import Config
-from rlpilot.models import GaussianHead, action_kind, mlp, observation_size
+from rlpilot.models import GaussianHead, GreedyActor, action_kind, mlp, observation_size
 
 # loss outputs averaged over the updates of a batch, and their metric names (grad norm last)
 STEP_METRICS = ("loss_objective", "loss_critic", "entropy", "kl_approx", "clip_fraction", "grad_norm")
@@ -62,7 +62,9 @@ class PPO:
             spec=spec,
             default_interaction_type=ExplorationType.RANDOM,
         )
-        self.greedy_policy = TensorDictModule(_Greedy(self), in_keys=["observation"], out_keys=["action"])
+        bounds = None if self.kind == "discrete" else (spec.space.low, spec.space.high)
+        self.greedy_module = GreedyActor(self.actor_net, bounds)
+        self.greedy_policy = TensorDictModule(self.greedy_module, in_keys=["observation"], out_keys=["action"])
         self.critic = ValueOperator(self.critic_net, in_keys=["observation"])
         self.advantage = GAE(gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=self.critic, device=device)
         self.loss = ClipPPOLoss(
@@ -101,7 +103,7 @@ class PPO:
 
     @torch.inference_mode()
     def greedy_action(self, observation: torch.Tensor) -> torch.Tensor:
-        return greedy_from_params(self, self.actor_net(observation))
+        return self.greedy_module(observation)
 
     # -- learning ----------------------------------------------------------------------------
     def _anneal(self) -> float:
@@ -198,27 +200,6 @@ class PPO:
         self.critic_net.load_state_dict(state["critic"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
-
-
-def greedy_from_params(ppo: PPO, params) -> torch.Tensor:
-    """argmax of the logits, or the squashed Gaussian mean mapped into the Box bounds."""
-    if ppo.kind == "discrete":
-        return params.argmax(-1)
-    loc, _ = params
-    low, high = ppo.distribution_kwargs["low"], ppo.distribution_kwargs["high"]
-    return (high + low) / 2 + (high - low) / 2 * torch.tanh(loc)
-
-
-class _Greedy(nn.Module):
-    """Greedy policy as a plain module over the actor network (what evaluation and export run)."""
-
-    def __init__(self, ppo: PPO):
-        super().__init__()
-        self.actor_net = ppo.actor_net
-        self._ppo = [ppo]  # not a submodule: keeps state_dict to the network
-
-    def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        return greedy_from_params(self._ppo[0], self.actor_net(observation))
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:

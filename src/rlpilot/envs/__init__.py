@@ -175,16 +175,17 @@ def measure_observation_stats(env: TransformedEnv, frames: int) -> dict:
     return {"loc": flat.mean(0), "scale": flat.std(0).clamp_min(1e-4)}
 
 
-def observation_reader(env: TransformedEnv) -> Callable[[object], torch.Tensor]:
+def observation_reader(env: TransformedEnv, *, normalize: bool = True) -> Callable[[object], torch.Tensor]:
     """Maps the gymnasium vector env's raw observation to the chain's ``"observation"`` tensor.
 
     The fast path for :class:`BatchCollector` and evaluation: the same casts, concatenation and
     ``ObservationNorm`` (its own loc/scale buffers) as the TorchRL chain, without a TensorDict per step.
+    ``normalize=False`` stops before the normalisation: what an exported policy takes as input.
     """
     base: GymVectorEnv = env.base_env
     device = base.device
     keys = [k for k in _observation_keys(base)]
-    norm = next((t for t in env.transform if isinstance(t, ObservationNorm)), None)
+    norm = next((t for t in env.transform if isinstance(t, ObservationNorm)), None) if normalize else None
 
     def read(raw) -> torch.Tensor:
         if isinstance(raw, dict):

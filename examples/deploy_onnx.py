@@ -1,0 +1,56 @@
+"""Run an exported rlpilot policy with onnxruntime on its gymnasium env: no torch, no torchrl.
+
+    rlpilot export runs/<run> --format onnx
+    python examples/deploy_onnx.py runs/<run>/export/policy.onnx --episodes 5 --seed 0
+
+Needs only numpy, onnxruntime and gymnasium. The JSON signature beside the model names the env and
+says how the output decodes (an action index, or a value inside the Box bounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import onnxruntime
+
+
+def flatten(observation) -> np.ndarray:
+    """The model's input row: dict observations are concatenated in sorted key order."""
+    if isinstance(observation, dict):
+        return np.concatenate([np.asarray(observation[k], np.float32).ravel() for k in sorted(observation)])
+    return np.asarray(observation, np.float32).ravel()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="policy.onnx written by rlpilot export")
+    parser.add_argument("--episodes", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    signature = json.loads(Path(args.model + ".json").read_text())
+    session = onnxruntime.InferenceSession(args.model, providers=["CPUExecutionProvider"])
+    spec = signature["env"]
+    env = gym.make(spec["id"], max_episode_steps=spec["max_episode_steps"], **spec["kwargs"])
+    discrete = signature["action"]["type"] == "discrete"
+    returns = []
+    for episode in range(args.episodes):
+        observation, _ = env.reset(seed=args.seed + episode)
+        total, done = 0.0, False
+        while not done:
+            (action,) = session.run(None, {"observation": flatten(observation)[None, :]})
+            action = int(action[0]) if discrete else action[0]
+            observation, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+        print(f"episode {episode}: return {total:.2f}")
+    print(f"mean return over {args.episodes} episodes: {np.mean(returns):.2f}")
+
+
+if __name__ == "__main__":
+    main()

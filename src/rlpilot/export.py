@@ -1,0 +1,220 @@
+"""``rlpilot export``: a trained policy as a file that runs on plain tensors, checked against the live policy.
+
+The artifact maps a float32 observation batch ``[B, obs_dim]`` (any B; dict spaces concatenated in
+key order, as ``rlpilot check`` lists them) to the env action: an int64 index per row for discrete
+spaces, a float32 vector inside the Box bounds for continuous ones. Observation normalisation is
+baked in. A JSON signature sits beside it (``<artifact>.json``).
+
+Why not the tutorial's ``torch.jit.trace(actor, TensorDict(...))``: tracing takes tensors, not
+TensorDicts, so it raises. Exporting the plain greedy module underneath the TensorDict policy is
+what works for all three formats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlpilot.envs import observation_reader
+from rlpilot.envs.gym_vector import to_numpy_action
+from rlpilot.errors import UserError
+from rlpilot.policy import LoadedPolicy, load_policy
+from rlpilot.runs import versions
+
+FORMATS = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.ts.pt"}
+PARITY_OBSERVATIONS = 1000
+CONTINUOUS_TOLERANCE = 1e-5
+
+
+class ExportFailed(Exception):
+    """The artifact was written but does not act like the live policy (exit code 1; nothing is kept)."""
+
+
+class DeployedPolicy(nn.Module):
+    """Raw observation -> env action: the run's normalisation, then its greedy module."""
+
+    def __init__(self, greedy: nn.Module, obs_norm: dict | None, obs_dim: int):
+        super().__init__()
+        self.greedy = greedy
+        loc = obs_norm["loc"] if obs_norm else torch.zeros(obs_dim)
+        scale = obs_norm["scale"] if obs_norm else torch.ones(obs_dim)
+        self.register_buffer("loc", loc.detach().clone().float())
+        self.register_buffer("scale", scale.detach().clone().float())
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.greedy((observation - self.loc) / self.scale)
+
+
+@dataclass
+class ExportResult:
+    artifact: Path
+    signature: Path
+    max_abs_diff: float
+    observations: int
+
+
+def parity_observations(policy: LoadedPolicy, count: int, seed: int) -> torch.Tensor:
+    """Raw observations from real rollouts: the greedy policy with 30% random actions, 8 envs."""
+    env = policy.make_env(num_envs=8, seed=seed)
+    vector_env = env.base_env.vector_env
+    read_raw, read = observation_reader(env, normalize=False), observation_reader(env)
+    generator = torch.Generator().manual_seed(seed)
+    raw, _ = vector_env.reset(seed=seed)
+    vector_env.action_space.seed(seed)
+    rows = []
+    while sum(len(r) for r in rows) < count:
+        rows.append(read_raw(raw))
+        action = policy.algo.greedy_action(read(raw))
+        explore = torch.rand(action.shape[0], generator=generator) < 0.3
+        numpy_action = to_numpy_action(action, vector_env.action_space)
+        numpy_action[explore.numpy()] = vector_env.action_space.sample()[explore.numpy()]
+        raw, _, terminated, truncated, _ = vector_env.step(numpy_action)
+        done = terminated | truncated
+        if done.any():
+            raw, _ = vector_env.reset(options={"reset_mask": done})
+    env.close()
+    return torch.cat(rows)[:count]
+
+
+def write_artifact(module: nn.Module, fmt: str, example: torch.Tensor, path: Path) -> None:
+    batch = torch.export.Dim("batch", min=1)
+    dynamic = {"observation": {0: batch}}
+    if fmt == "pt2":
+        torch.export.save(torch.export.export(module, (example,), dynamic_shapes=dynamic), str(path))
+    elif fmt == "onnx":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                module,
+                (example,),
+                str(path),
+                input_names=["observation"],
+                output_names=["action"],
+                external_data=False,  # one self-contained file (the default writes weights beside it)
+                dynamic_shapes=dynamic,
+                dynamo=True,
+                verbose=False,
+            )
+    else:
+        torch.jit.trace(module, example).save(str(path))
+
+
+def load_artifact(path: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray], dict]:
+    """The artifact as a numpy function, and its signature. onnx runs on onnxruntime (no torch needed)."""
+    path = Path(path)
+    signature_path = path.with_name(path.name + ".json")
+    if not path.is_file() or not signature_path.is_file():
+        raise UserError(f"{path} is not an exported policy (needs the file and {signature_path.name} beside it)")
+    signature = json.loads(signature_path.read_text())
+    fmt = signature["format"]
+    if fmt == "onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return (lambda obs: session.run(None, {"observation": np.asarray(obs, np.float32)})[0]), signature
+    module = torch.export.load(str(path)).module() if fmt == "pt2" else torch.jit.load(str(path))
+
+    def run(obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return module(torch.as_tensor(np.asarray(obs, np.float32))).numpy()
+
+    return run, signature
+
+
+def export_run(run_path: str | Path, fmt: str, out_dir: str | Path | None = None, *, seed: int = 0) -> ExportResult:
+    if fmt not in FORMATS:
+        raise UserError(f"unknown export format '{fmt}': choose one of {', '.join(FORMATS)}")
+    run_path = Path(run_path)
+    out_dir = Path(out_dir) if out_dir is not None else run_path / "export"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} is a file, not a folder: choose a folder for the export")
+    policy = load_policy(run_path)
+    config = policy.run.config()
+    probe_env = policy.make_env(num_envs=1)
+    obs_dim = int(probe_env.observation_spec["observation"].shape[-1])
+    action_spec = probe_env.full_action_spec_unbatched["action"]
+    probe_env.close()
+    module = DeployedPolicy(policy.algo.greedy_module, policy.obs_norm, obs_dim).eval()
+    observations = parity_observations(policy, PARITY_OBSERVATIONS, seed)
+    with torch.inference_mode():
+        live = module(observations)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir.parent))
+    try:
+        artifact = staging / FORMATS[fmt]
+        write_artifact(module, fmt, observations[:4].clone(), artifact)
+        signature = _signature(fmt, artifact.name, obs_dim, action_spec, config, policy)
+        (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
+        run_exported, _ = load_artifact(artifact)
+        exported = torch.as_tensor(run_exported(observations.numpy()))
+        max_diff = float((exported.double() - live.double()).abs().max())
+        discrete = not live.dtype.is_floating_point
+        ok = bool(torch.equal(exported.to(live.dtype), live)) if discrete else max_diff <= CONTINUOUS_TOLERANCE
+        if not ok:
+            raise ExportFailed(
+                f"parity check failed for {fmt}: max |exported - live| = {max_diff:.3g} over "
+                f"{len(observations)} observations (allowed: {'0' if discrete else CONTINUOUS_TOLERANCE})"
+            )
+        signature["parity"] = {
+            "observations": len(observations),
+            "max_abs_diff": max_diff,
+            "rule": "identical actions" if discrete else f"<= {CONTINUOUS_TOLERANCE}",
+        }
+        (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        final = out_dir / artifact.name
+        os.replace(artifact, final)  # the artifact first; the signature, written last, marks a complete export
+        os.replace(staging / f"{artifact.name}.json", out_dir / f"{artifact.name}.json")
+        return ExportResult(final, out_dir / f"{artifact.name}.json", max_diff, len(observations))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _signature(fmt: str, file_name: str, obs_dim: int, action_spec, config, policy: LoadedPolicy) -> dict:
+    from torchrl.data import Categorical
+
+    if isinstance(action_spec, Categorical):
+        action = {"type": "discrete", "n": int(action_spec.n), "decoding": "argmax: an int64 action index per row"}
+        output = {"name": "action", "shape": ["batch"], "dtype": "int64"}
+    else:
+        low, high = action_spec.space.low, action_spec.space.high
+        action = {
+            "type": "box",
+            "low": low.tolist(),
+            "high": high.tolist(),
+            "decoding": "low + (high - low) * (tanh(mean) + 1) / 2, clamped to [low, high]",
+        }
+        output = {"name": "action", "shape": ["batch", *action_spec.shape], "dtype": "float32"}
+    return {
+        "format": fmt,
+        "file": file_name,
+        "inputs": [
+            {
+                "name": "observation",
+                "shape": ["batch", obs_dim],
+                "dtype": "float32",
+                "note": "raw env observation (dict spaces: keys concatenated in sorted order); "
+                "normalisation is inside the artifact",
+            }
+        ],
+        "outputs": [output],
+        "action": action,
+        "observation_normalization": "baked in" if policy.obs_norm else "none",
+        "env": {"id": config.env.id, "kwargs": config.env.kwargs, "max_episode_steps": config.env.max_episode_steps},
+        "algo": config.algo,
+        "run": str(policy.run.path),
+        "frames": policy.run.frames,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "versions": versions(),
+    }
