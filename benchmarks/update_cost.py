@@ -80,7 +80,7 @@ def main() -> None:
     print(f"ratio torchrl / lean per update: {results['torchrl'][0] / results['lean'][0]:.2f}x")
     dqn = {impl: time_dqn_updates(impl, max(2, args.repeats // 60)) for impl in ("torchrl", "lean")}
     for impl, seconds in dqn.items():
-        print(f"dqn {impl:<8} {seconds * 1e3:6.2f} ms per update (dqn-cartpole: batch 64, 256-256 MLP)")
+        print(f"dqn {impl:<8} {seconds * 1e3:6.2f} ms per update (dqn-cartpole preset: batch 64, 64-64 MLP)")
     print(f"ratio torchrl / lean per DQN update: {dqn['torchrl'] / dqn['lean']:.2f}x")
 
 

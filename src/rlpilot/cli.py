@@ -7,6 +7,7 @@ and argument errors answer in well under a second; each verb imports what it nee
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from rlpilot.errors import UserError
@@ -185,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # TorchRL logs INFO lines (buffer allocation, spec checks) that would interleave our output
+    os.environ.setdefault("RL_LOGGING_LEVEL", "DEBUG" if args.debug else "WARNING")
     try:
         return args.func(args)
     except UserError as exc:
