@@ -66,3 +66,30 @@ class IgnoresActionEnv(gym.Env):
     def step(self, action):
         self.t += 1
         return np.array([self.t, 500.0 * self.np_random.normal()], np.float32), 0.0, False, self.t >= 10, {}
+
+
+class NaNAfterK(gym.Env):
+    """CartPole-like scales; env instance 1 of a vector starts returning NaN observations after K steps."""
+
+    observation_space = gym.spaces.Box(-10, 10, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    instances = 0
+
+    def __init__(self, k: int = 30):
+        self.k = k
+        self.index = NaNAfterK.instances
+        NaNAfterK.instances += 1
+        self.total_steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.uniform(-1, 1, 2).astype(np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        self.total_steps += 1
+        obs = self.np_random.uniform(-1, 1, 2).astype(np.float32)
+        if self.index % 4 == 1 and self.total_steps > self.k:
+            obs[:] = np.nan
+        return obs, float(action), False, self.t >= 20, {}

@@ -68,21 +68,37 @@ def _train_config(args: argparse.Namespace):
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    config = _train_config(args)
-    if config.preset is None:
-        from rlpilot.envs import resolve_env
+    if args.resume:
+        if args.target or args.set or args.seed is not None or args.device or args.run_dir:
+            raise UserError("--resume RUN continues a run with its own config; only --frames may change the budget")
+        from rlpilot.train import resume
 
-        resolve_env(config.env.id)
-    from rlpilot.train import train
+        run = resume(args.resume, total_frames=args.frames, show_progress=not args.quiet, verbose=args.verbose)
+    else:
+        if not args.target:
+            raise UserError("rlpilot train needs a preset (rlpilot presets), ALGO ENV, or --resume RUN")
+        config = _train_config(args)
+        if config.preset is None:
+            from rlpilot.envs import resolve_env
 
-    run = train(config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet)
+            resolve_env(config.env.id)
+        from rlpilot.train import train
+
+        run = train(
+            config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet, verbose=args.verbose
+        )
+    meta = run.meta()
     evaluation = "-" if run.last_eval is None else f"{run.last_eval:.1f}"
     solved = f" (solved at {run.solved_at_frames:,} frames)" if run.solved_at_frames else ""
-    print(f"status: {run.status}{solved}")
+    reason = f": {meta['reason']}" if meta.get("reason") else ""
+    print(f"status: {run.status}{solved}{reason}")
     print(f"frames: {run.frames:,}  wall: {run.elapsed_s:.1f} s  last greedy eval: {evaluation}")
     print(f"run:    {run.path}")
     print(f"curve:  {run.curve_path}")
-    return 0
+    if run.status == "interrupted":
+        print(f"resume: rlpilot train --resume {run.path}")
+        return 143 if "SIGTERM" in meta.get("reason", "") else 130
+    return 1 if run.status == "failed" else 0
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -119,18 +135,34 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from rlpilot.plot import plot_run
+    from pathlib import Path
+
+    from rlpilot.plot import plot_runs
     from rlpilot.runs import load_run
     from rlpilot.train import solved_threshold
 
-    run = load_run(args.run)
-    out = plot_run(run, args.out, solved_at=solved_threshold(run.config()))
-    print(out)
+    runs = [load_run(path) for path in args.runs]
+    out = Path(args.out) if args.out else (runs[0].curve_path if len(runs) == 1 else Path("curves.png"))
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise UserError(f"--out {out}: choose a .png or .svg file")
+    if out.is_dir():
+        raise UserError(f"--out {out} is a folder: give a file name ending in .png or .svg")
+    data = plot_runs(runs, out, x=args.x, solved_at=solved_threshold(runs[0].config()))
+    points = len(data["train_x"]) if data["kind"] == "single" else data["n"]
+    print(f"{out} ({'points' if data['kind'] == 'single' else 'runs'}: {points})")
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what is wrong, where to look) and exit code 2."""
+
+    def error(self, message: str) -> None:
+        print(f"rlpilot: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlpilot", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="rlpilot", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
@@ -145,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check)
 
     p = verbs.add_parser("train", help="train a preset, or an algorithm on any env")
-    p.add_argument("target", metavar="PRESET|ALGO", help="a preset (rlpilot presets) or an algorithm name")
+    p.add_argument("target", nargs="?", metavar="PRESET|ALGO", help="a preset (rlpilot presets) or an algorithm name")
     p.add_argument("env", nargs="?", metavar="ENV", help="env id when the first argument is an algorithm")
     p.add_argument(
         "--set",
@@ -159,7 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frames", type=int, help="shortcut for --set train.total_frames=N")
     p.add_argument("--runs", default="runs", help="folder for new run directories (default runs/)")
     p.add_argument("--run-dir", help="exact run directory to create")
+    p.add_argument("--resume", metavar="RUN", help="continue RUN from its last checkpoint (same config and curve)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true", help="a status line every train.milestone_every_frames")
     p.set_defaults(func=_cmd_train)
 
     p = verbs.add_parser("eval", help="greedy episodes of a trained run or an exported policy")
@@ -177,9 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the parity rollouts")
     p.set_defaults(func=_cmd_export)
 
-    p = verbs.add_parser("plot", help="training curve of a run")
-    p.add_argument("run", help="run directory")
-    p.add_argument("--out", help="output image (.png or .svg); default RUN/curve.png")
+    p = verbs.add_parser("plot", help="training curves: one run, or several (seeds) as a mean with a 95%% band")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    p.add_argument("--out", help="output image (.png or .svg); default RUN/curve.png, or curves.png for several")
+    p.add_argument("--x", choices=["frames", "time"], default="frames", help="x axis: frames or wall time")
     p.set_defaults(func=_cmd_plot)
     return parser
 

@@ -23,6 +23,10 @@ from rlpilot.envs.gym_vector import to_numpy_action
 ActFn = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
+class NonFiniteObservation(Exception):
+    """An env returned NaN/inf and ``guard.on_nonfinite_obs`` is ``stop``."""
+
+
 class EpisodeTracker:
     """Running return/length per env; finished episodes are drained by the training loop."""
 
@@ -52,7 +56,7 @@ class EpisodeTracker:
 class BatchCollector:
     """Collects ``[num_envs, steps]`` TensorDicts from a :func:`rlpilot.envs.make_env` env."""
 
-    def __init__(self, env: TransformedEnv, act: ActFn, *, steps: int, seed: int | None):
+    def __init__(self, env: TransformedEnv, act: ActFn, *, steps: int, seed: int | None, on_nonfinite: str = "reset"):
         self.vector_env = env.base_env.vector_env
         self.action_space = self.vector_env.action_space
         self.num_envs = self.vector_env.num_envs
@@ -62,6 +66,8 @@ class BatchCollector:
         self.steps = steps
         self.reward_scale = next((t.scale for t in env.transform if isinstance(t, RewardScaling)), None)
         self.episodes = EpisodeTracker(self.num_envs)
+        self.on_nonfinite = on_nonfinite
+        self.events: list[dict] = []  # drained by the training loop
         raw, _ = self.vector_env.reset(seed=seed)
         self.observation = self.read_observation(raw)
 
@@ -76,6 +82,8 @@ class BatchCollector:
             action, extra = self.act(observation)
             raw, reward, term, trunc, _ = self.vector_env.step(to_numpy_action(action, self.action_space))
             next_observation = self.read_observation(raw)
+            if not bool(torch.isfinite(next_observation).all()):
+                term = self._non_finite(next_observation, term)
             done = term | trunc
             self.episodes.update(reward, done)
             if done.any():
@@ -89,6 +97,22 @@ class BatchCollector:
             extras.append(extra)
             rewards[t], terminated[t], truncated[t] = reward, term, trunc
         return self._as_tensordict(observations, next_observations, actions, extras, rewards, terminated, truncated)
+
+    def _non_finite(self, observation: torch.Tensor, terminated: np.ndarray) -> np.ndarray:
+        """NaN/inf from the env: record which envs; ``stop`` raises, ``reset`` ends their episodes.
+
+        The bad observation is replaced by zeros and the transition marked terminated, so nothing
+        bootstraps from it and no NaN reaches a network; the env is reset with the others that finished.
+        """
+        bad = ~torch.isfinite(observation).reshape(self.num_envs, -1).all(-1)
+        envs = bad.nonzero().view(-1).tolist()
+        self.events.append({"event": "nonfinite_observation", "envs": envs, "action": self.on_nonfinite})
+        if self.on_nonfinite == "stop":
+            raise NonFiniteObservation(f"non-finite observation from env(s) {envs}")
+        observation[bad] = 0.0
+        terminated = terminated.copy()
+        terminated[bad.cpu().numpy()] = True
+        return terminated
 
     def _as_tensordict(self, observations, next_observations, actions, extras, rewards, terminated, truncated):
         """One TensorDict ``[num_envs, steps]`` (time last, as TorchRL's value estimators expect)."""

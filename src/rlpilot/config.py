@@ -114,6 +114,36 @@ class TrainConfig:
     """torch intra-op threads. Small MLPs are fastest on one thread (thread sync costs more than it saves)."""
     log_every_frames: int = 2_048
     """Frames between rows of ``metrics.csv``."""
+    solved_consecutive: int = 1
+    """Evaluations in a row at or above the threshold that make the run solved."""
+    milestone_return: float | None = None
+    """Training-episode return whose first crossing is recorded as a milestone event (``None``: none)."""
+    milestone_every_frames: int = 20_000
+    """Frames between status lines (frames, fps, episodes, mean/best training return, last eval) with ``-v``."""
+    checkpoint_every_frames: int = 20_000
+    """Frames between ``checkpoints/last.pt`` writes (also written at the end and on SIGINT/SIGTERM);
+    a killed run resumes from the last one, losing at most this many frames."""
+    checkpoint_buffer: bool = True
+    """Replay-based algorithms: include the replay buffer in checkpoints (CartPole: ~66 bytes a
+    transition), so a resumed run does not restart from an empty buffer."""
+    loggers: list = field(default_factory=lambda: ["tensorboard"])
+    """TorchRL loggers fed alongside ``metrics.csv``: any of ``tensorboard`` (``RUN/tb``), ``csv``,
+    ``wandb``, ``mlflow`` (the last two when installed)."""
+
+
+@dataclass
+class GuardConfig:
+    enabled: bool = True
+    """Skip updates whose loss or gradient norm is non-finite or above ``max_loss``."""
+    max_loss: float = 1e6
+    """A loss above this is treated like a non-finite one (an exploding update)."""
+    lr_cut: float = 0.5
+    """Each skipped update multiplies the learning rate by this."""
+    max_trips: int = 10
+    """Skipped updates since the last checkpoint that trigger a rollback to it."""
+    on_nonfinite_obs: str = "reset"
+    """A NaN/inf observation from the env: ``reset`` that env (the transition is dropped from
+    bootstrapping) and record an event, or ``stop`` the run with the reason in ``meta.json``."""
 
 
 @dataclass
@@ -179,6 +209,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
+    guard: GuardConfig = field(default_factory=GuardConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     preset: str | None = None
     """The preset this config came from, if any (informational)."""
@@ -242,6 +273,10 @@ class Config:
             "dqn.lr": self.dqn.lr,
             "dqn.n_step": self.dqn.n_step,
             "dqn.target_update_interval": self.dqn.target_update_interval,
+            "train.solved_consecutive": self.train.solved_consecutive,
+            "train.checkpoint_every_frames": self.train.checkpoint_every_frames,
+            "train.milestone_every_frames": self.train.milestone_every_frames,
+            "guard.max_trips": self.guard.max_trips,
         }
         problems += [f"{key} must be > 0 (got {value})" for key, value in positives.items() if value <= 0]
         choices = {
@@ -253,6 +288,7 @@ class Config:
             "dqn.loss_impl": (self.dqn.loss_impl, ("lean", "torchrl")),
             "dqn.target_update": (self.dqn.target_update, ("hard", "soft")),
             "dqn.loss": (self.dqn.loss, ("huber", "l2")),
+            "guard.on_nonfinite_obs": (self.guard.on_nonfinite_obs, ("reset", "stop")),
             "model.activation": (self.model.activation, ("tanh", "relu")),
             "train.device": (self.train.device, ("auto", "cpu", "cuda")),
         }
@@ -281,6 +317,9 @@ class Config:
                 f"ppo.minibatch_size ({self.ppo.minibatch_size}) is larger than a batch "
                 f"(env.num_envs x ppo.steps_per_env = {self.frames_per_batch}): lower it or collect more"
             )
+        unknown_loggers = set(self.train.loggers) - {"tensorboard", "csv", "wandb", "mlflow"}
+        if unknown_loggers:
+            problems.append(f"train.loggers: unknown {sorted(unknown_loggers)} (tensorboard, csv, wandb, mlflow)")
         if problems:
             raise UserError("invalid config: " + "; ".join(problems))
         return self

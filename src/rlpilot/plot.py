@@ -1,5 +1,11 @@
-"""Training curves from ``metrics.csv``: training return (faint), its rolling mean, greedy evaluations,
-and the solved threshold."""
+"""Training curves from ``metrics.csv``.
+
+One run: training return per logged batch (faint), its rolling mean over the last 50 points with a
+±1 std band, greedy evaluations (mean ± std), the solved threshold dashed. Several runs (seeds): the
+mean greedy evaluation across runs on a common x grid, with a 95% confidence band (t-interval of the
+mean), and each run faint. x is environment frames or wall time. PNG or SVG by the file's extension.
+:func:`curve_data` returns exactly what is drawn, so tests check the data behind the figure.
+"""
 
 from __future__ import annotations
 
@@ -9,57 +15,177 @@ import numpy as np
 
 from rlpilot.runs import Run
 
+WINDOW = 50
+X_KEYS = {"frames": ("frames", "environment frames"), "time": ("time/elapsed_s", "wall time (s)")}
+# two-sided 95% t quantiles for n - 1 degrees of freedom (n runs); normal beyond 30
+T95 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
+
 
 def series(run: Run, key: str, x_key: str = "frames") -> tuple[np.ndarray, np.ndarray]:
     rows = [row for row in run.metrics() if key in row and x_key in row]
     return np.array([row[x_key] for row in rows]), np.array([row[key] for row in rows])
 
 
-def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
-    if len(values) == 0:
-        return values
-    kernel = np.ones(min(window, len(values)))
-    sums = np.convolve(values, kernel, mode="full")[: len(values)]
-    counts = np.convolve(np.ones(len(values)), kernel, mode="full")[: len(values)]
-    return sums / counts
+def rolling(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Trailing mean and std over the last ``window`` points (fewer at the start)."""
+    means, stds = np.empty(len(values)), np.empty(len(values))
+    for i in range(len(values)):
+        chunk = values[max(0, i - window + 1) : i + 1]
+        means[i], stds[i] = chunk.mean(), chunk.std()
+    return means, stds
 
 
-def plot_run(run: Run, out: str | Path | None = None, *, solved_at: float | None = None) -> Path:
+def t95(n: int) -> float:
+    if n < 2:
+        return float("nan")
+    dof = n - 1
+    return T95.get(dof) or (T95[max(k for k in T95 if k <= dof)] if dof < 30 else 1.96)
+
+
+def curve_data(runs: list[Run], x: str = "frames") -> dict:
+    x_key = X_KEYS[x][0]
+    if len(runs) == 1:
+        run = runs[0]
+        tx, ty = series(run, "train/episode_return", x_key)
+        mean, std = rolling(ty, WINDOW)
+        ex, ey = series(run, "eval/return_mean", x_key)
+        _, es = series(run, "eval/return_std", x_key)
+        return {
+            "kind": "single",
+            "train_x": tx,
+            "train_y": ty,
+            "rolling_mean": mean,
+            "rolling_std": std,
+            "eval_x": ex,
+            "eval_y": ey,
+            "eval_std": es,
+        }
+    per_run = [series(run, "eval/return_mean", x_key) for run in runs]
+    per_run = [(rx, ry) for rx, ry in per_run if len(rx)]
+    if not per_run:
+        return {
+            "kind": "multi",
+            "runs": [],
+            "grid": np.array([]),
+            "mean": np.array([]),
+            "low": np.array([]),
+            "high": np.array([]),
+            "n": 0,
+        }
+    end = min(rx[-1] for rx, _ in per_run)  # the span every run covers
+    start = max(rx[0] for rx, _ in per_run)
+    grid = np.linspace(start, end, 100) if end > start else np.array([start])
+    stacked = np.stack([np.interp(grid, rx, ry) for rx, ry in per_run])
+    mean = stacked.mean(0)
+    half = t95(len(per_run)) * stacked.std(0, ddof=1) / np.sqrt(len(per_run)) if len(per_run) > 1 else 0 * mean
+    return {
+        "kind": "multi",
+        "runs": per_run,
+        "grid": grid,
+        "mean": mean,
+        "low": mean - half,
+        "high": mean + half,
+        "n": len(per_run),
+    }
+
+
+def plot_runs(runs: list[Run], out: str | Path, *, x: str = "frames", solved_at: float | None = None) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(out) if out is not None else run.curve_path
-    config = run.config()
+    data = curve_data(runs, x)
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
-    x, y = series(run, "train/episode_return")
-    if len(x):
-        ax.plot(x, y, color="tab:blue", alpha=0.25, linewidth=1, label="training return (batch mean)")
-        ax.plot(x, rolling_mean(y, 10), color="tab:blue", linewidth=2, label="training return, rolling mean of 10")
-    ex, ey = series(run, "eval/return_mean")
-    if len(ex):
-        _, es = series(run, "eval/return_std")
-        ax.errorbar(
-            ex,
-            ey,
-            yerr=es if len(es) == len(ey) else None,
-            fmt="o-",
+    if data["kind"] == "single":
+        if len(data["train_x"]):
+            ax.plot(
+                data["train_x"],
+                data["train_y"],
+                color="tab:blue",
+                alpha=0.25,
+                linewidth=1,
+                label="training return (per logged batch)",
+            )
+            ax.plot(
+                data["train_x"],
+                data["rolling_mean"],
+                color="tab:blue",
+                linewidth=2,
+                label=f"rolling mean of the last {WINDOW}",
+            )
+            ax.fill_between(
+                data["train_x"],
+                data["rolling_mean"] - data["rolling_std"],
+                data["rolling_mean"] + data["rolling_std"],
+                color="tab:blue",
+                alpha=0.12,
+                label=f"± 1 std over the last {WINDOW}",
+            )
+        if len(data["eval_x"]):
+            ax.errorbar(
+                data["eval_x"],
+                data["eval_y"],
+                yerr=data["eval_std"] if len(data["eval_std"]) else None,
+                fmt="o-",
+                color="tab:orange",
+                capsize=3,
+                label="greedy evaluation (mean ± std)",
+            )
+        config = runs[0].config()
+        title = f"{config.algo} on {config.env.id} (seed {config.train.seed})"
+    else:
+        for i, (rx, ry) in enumerate(data["runs"]):
+            ax.plot(rx, ry, color="gray", alpha=0.35, linewidth=1, label="each run" if i == 0 else None)
+        ax.plot(
+            data["grid"],
+            data["mean"],
             color="tab:orange",
-            capsize=3,
-            label="greedy evaluation (mean ± std)",
+            linewidth=2,
+            label=f"mean greedy evaluation over {data['n']} runs",
         )
+        ax.fill_between(
+            data["grid"],
+            data["low"],
+            data["high"],
+            color="tab:orange",
+            alpha=0.25,
+            label="95% confidence band of the mean",
+        )
+        config = runs[0].config()
+        title = f"{config.algo} on {config.env.id}: {data['n']} runs"
     if solved_at is not None:
         ax.axhline(solved_at, color="gray", linestyle="--", linewidth=1, label=f"solved at {solved_at:g}")
-    ax.set_xlabel("environment frames")
+    ax.set_xlabel(X_KEYS[x][1])
     ax.set_ylabel("episode return")
-    ax.set_title(f"{config.algo} on {config.env.id} (seed {config.train.seed})")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
+    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     fig.savefig(tmp)
     plt.close(fig)
     tmp.replace(out)
+    return data
+
+
+def plot_run(run: Run, out: str | Path | None = None, *, solved_at: float | None = None) -> Path:
+    out = Path(out) if out is not None else run.curve_path
+    plot_runs([run], out, solved_at=solved_at)
     return out

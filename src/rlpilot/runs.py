@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import os
+import pickle
 import platform
 import re
 import socket
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -47,6 +49,15 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def append_line(path: Path, line: str) -> None:
+    """One ``write`` on an O_APPEND descriptor: a killed process leaves whole lines or nothing."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
 
 
 def versions() -> dict[str, str]:
@@ -91,15 +102,19 @@ class MetricsWriter:
         new = [key for key in row if key not in self.columns]
         if new or not self.path.exists():
             self.columns += new
-            rows = read_metrics(self.path) if self.path.exists() else []
+            rows = []
+            if self.path.exists():
+                with self.path.open(newline="") as handle:
+                    rows = list(csv.DictReader(handle))
             buffer = io.StringIO()
             writer = csv.DictWriter(buffer, fieldnames=self.columns)
             writer.writeheader()
             writer.writerows(rows + [row])
             atomic_write(self.path, buffer.getvalue())
             return
-        with self.path.open("a", newline="") as handle:
-            csv.DictWriter(handle, fieldnames=self.columns).writerow(row)
+        buffer = io.StringIO()
+        csv.DictWriter(buffer, fieldnames=self.columns).writerow(row)
+        append_line(self.path, buffer.getvalue())
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
@@ -211,9 +226,31 @@ class Run:
         self.write_meta(meta)
 
     def event(self, kind: str, **fields: Any) -> None:
-        line = json.dumps({"event": kind, "time": time.time(), **fields})
-        with (self.path / "events.jsonl").open("a") as handle:
-            handle.write(line + "\n")
+        """Appends one JSON line with a single write on an O_APPEND descriptor: never half a line."""
+        line = json.dumps({"event": kind, "time": time.time(), **fields}, default=str) + "\n"
+        append_line(self.path / "events.jsonl", line)
+
+    def save_config(self, config: Config) -> None:
+        atomic_write(self.config_path, config.to_yaml())
+
+    def truncate_metrics(self, *, after_frames: int) -> None:
+        """Drops rows past ``after_frames`` (a resume collects those frames again)."""
+        path = self.path / "metrics.csv"
+        if not path.exists():
+            return
+        with path.open(newline="") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            rows = [row for row in reader if row]
+        if header is None:
+            return
+        frames_at = header.index("frames")
+        kept = [row for row in rows if float(row[frames_at]) <= after_frames]
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(header)
+        writer.writerows(kept)
+        atomic_write(path, buffer.getvalue())
 
     def save_checkpoint(self, name: str, state: dict) -> Path:
         import torch
@@ -231,10 +268,18 @@ class Run:
         if not target.exists():
             raise UserError(f"{self.path} has no checkpoint '{name}.pt'; train it first (rlpilot train)")
         try:
-            return torch.load(target, map_location="cpu", weights_only=True)
-        except Exception as exc:  # a truncated, foreign or code-carrying file: never executed
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return torch.load(target, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
             raise UserError(
-                f"cannot load checkpoint {target}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                f"cannot load checkpoint {target}: it holds objects a weights-only loader refuses (possibly "
+                "code); nothing in it was executed. Use checkpoints written by rlpilot"
+            ) from None
+        except Exception as exc:  # truncated or corrupt file
+            raise UserError(
+                f"cannot load checkpoint {target}: the file is truncated or corrupt ({type(exc).__name__}); "
+                "resume from another checkpoint or retrain"
             ) from None
 
 

@@ -22,6 +22,7 @@ from torchrl.objectives import DQNLoss, HardUpdate, SoftUpdate
 
 from rlpilot.config import Config
 from rlpilot.models import GreedyActor, action_kind, mlp, observation_size
+from rlpilot.monitor import Guard
 
 STORED_KEYS = (
     "observation",
@@ -79,6 +80,7 @@ class DQN:
         self.optimizer = torch.optim.Adam(self.parameters, lr=cfg.lr, fused=True)
         self.updates = 0
         self.frames = 0
+        self.guard = Guard(config.guard)
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------
     @torch.inference_mode()
@@ -109,28 +111,33 @@ class DQN:
         loss_fn = self.lean_loss if cfg.loss_impl == "lean" else self._torchrl_loss
         updates = self.config.dqn_updates_per_batch
         sums = torch.zeros(4, device=self.device)
+        skipped = 0
+        for group in self.optimizer.param_groups:
+            group["lr"] = cfg.lr * self.guard.lr_scale
         for sample in self._samples(updates):
             out = loss_fn(sample)
-            self.optimizer.zero_grad(set_to_none=True)
-            out["loss"].backward()
-            grad_norm = nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm, foreach=True)
-            self.optimizer.step()
             self.updates += 1
+            grad_norm = self.guard.step(self.optimizer, self.parameters, out["loss"], cfg.max_grad_norm, self.updates)
+            if grad_norm is None:
+                skipped += 1
+                continue
             if cfg.prioritized:
                 sample.set("td_error", out["td_error"])
                 self.buffer.update_tensordict_priority(sample)
             self._update_target()
             sums += torch.stack([out["loss"].detach(), out["q_mean"], out["td_error"].mean(), grad_norm])
-        loss, q_mean, td_error, grad_norm = (sums / updates).tolist()
+        loss, q_mean, td_error, grad_norm = (sums / max(1, updates - skipped)).tolist()
         metrics.update(
             {
                 "loss/td": loss,
                 "dqn/q_mean": q_mean,
                 "dqn/td_error": td_error,
                 "opt/grad_norm": grad_norm,
-                "opt/lr": cfg.lr,
+                "opt/lr": cfg.lr * self.guard.lr_scale,
             }
         )
+        if skipped:
+            metrics["guard/skipped_updates"] = float(skipped)
         if cfg.prioritized:
             metrics["dqn/beta"] = float(self.sampler.beta)
         return metrics
@@ -203,6 +210,8 @@ class DQN:
             "exploration": self.exploration.state_dict(),
             "updates": self.updates,
             "frames": self.frames,
+            "guard": self.guard.state_dict(),
+            "buffer": self.buffer_state() if self.config.train.checkpoint_buffer else None,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -213,6 +222,35 @@ class DQN:
         self.exploration.load_state_dict(state["exploration"])
         self.updates = int(state["updates"])
         self.frames = int(state["frames"])
+        self.guard.load_state_dict(state["guard"])
+        if state.get("buffer") is not None:
+            self.load_buffer_state(state["buffer"])
+
+    def buffer_state(self) -> dict:
+        """Replay contents as plain tensors (loadable with ``weights_only=True``).
+
+        TorchRL's ``state_dict`` holds the prioritised sampler's C++ segment trees, which a safe loader
+        refuses; their per-slot values (``(|td| + eps)^alpha``) are saved as one tensor instead.
+        """
+        state = self.buffer.state_dict()
+        sampler = state.pop("_sampler")
+        if self.config.dqn.prioritized:
+            stored = torch.arange(len(self.buffer))
+            state["priorities"] = self.sampler._sum_tree[stored] if len(stored) else torch.zeros(0)
+            state["max_priority"] = list(sampler["_max_priority"])
+        return state
+
+    def load_buffer_state(self, state: dict) -> None:
+        state = dict(state)
+        priorities = state.pop("priorities", None)
+        max_priority = state.pop("max_priority", None)
+        state["_sampler"] = self.buffer.state_dict()["_sampler"]
+        self.buffer.load_state_dict(state)
+        if priorities is not None and len(priorities):
+            stored = torch.arange(len(priorities))
+            self.sampler._sum_tree[stored] = priorities
+            self.sampler._min_tree[stored] = priorities
+            self.sampler._max_priority = tuple(max_priority)
 
 
 def n_step_transitions(batch: TensorDict, n: int, gamma: float) -> TensorDict:

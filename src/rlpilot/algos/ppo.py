@@ -22,6 +22,7 @@ from torchrl.objectives.value import GAE
 
 from rlpilot.config import Config
 from rlpilot.models import GaussianHead, GreedyActor, action_kind, mlp, observation_size
+from rlpilot.monitor import Guard
 
 # loss outputs averaged over the updates of a batch, and their metric names (grad norm last)
 STEP_METRICS = ("loss_objective", "loss_critic", "entropy", "kl_approx", "clip_fraction", "grad_norm")
@@ -82,6 +83,7 @@ class PPO:
         self.parameters = list(self.loss.parameters())
         self.optimizer = torch.optim.Adam(self.parameters, lr=cfg.lr, eps=1e-5, fused=True)
         self.updates = 0
+        self.guard = Guard(config.guard)
 
     # -- acting (hot path: plain tensors, no TensorDict per step) -------------------------------
     def _distribution(self, observation: torch.Tensor):
@@ -123,26 +125,29 @@ class PPO:
             columns = {key: flat.get(key) for key in LEAN_KEYS + (self.log_prob_key,)}
             loss_fn, take = self.lean_loss, lambda index: {k: v[index] for k, v in columns.items()}
         sums = torch.zeros(len(STEP_METRICS), device=self.device)
+        skipped = 0
         for _ in range(cfg.epochs):
             order = torch.randperm(flat.shape[0], device=self.device)
             for index in order[: n_minibatches * size].view(n_minibatches, size):
                 remaining = self._anneal()
-                lr = cfg.lr * (remaining if cfg.lr_schedule == "linear" else 1.0)
+                lr = cfg.lr * (remaining if cfg.lr_schedule == "linear" else 1.0) * self.guard.lr_scale
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
                 if cfg.clip_schedule == "linear":
                     self.loss.clip_epsilon.fill_(max(cfg.clip_epsilon * remaining, 1e-3))
                 out = loss_fn(take(index))
                 loss = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm, foreach=True)
-                self.optimizer.step()
                 self.updates += 1
+                grad_norm = self.guard.step(self.optimizer, self.parameters, loss, cfg.max_grad_norm, self.updates)
+                if grad_norm is None:
+                    skipped += 1
+                    continue
                 sums += torch.stack([out[key].detach() for key in STEP_METRICS[:-1]] + [grad_norm])
-        means = (sums / (cfg.epochs * n_minibatches)).tolist()
+        means = (sums / max(1, cfg.epochs * n_minibatches - skipped)).tolist()
         metrics = {name: value for name, value in zip(STEP_METRIC_NAMES, means)}
         metrics["opt/lr"] = lr
+        if skipped:
+            metrics["guard/skipped_updates"] = float(skipped)
         metrics["ppo/clip_epsilon"] = float(self.loss.clip_epsilon)
         metrics["ppo/explained_variance"] = explained_variance(flat["state_value"], flat["value_target"])
         return metrics
@@ -193,6 +198,7 @@ class PPO:
             "critic": self.critic_net.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
+            "guard": self.guard.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -200,6 +206,7 @@ class PPO:
         self.critic_net.load_state_dict(state["critic"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
+        self.guard.load_state_dict(state["guard"])
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
