@@ -159,8 +159,9 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
                 done = progress.frames >= config.train.total_frames
                 if progress.frames >= next_eval or done:
                     next_eval += config.train.eval_every_frames
+                    best_before = progress.best_eval
                     row.update(_evaluate(config, eval_env, algo, run, progress, threshold, milestones))
-                    if progress.last_eval == progress.best_eval:
+                    if progress.best_eval > best_before:
                         save("best")
                 elapsed = time.perf_counter() - start
                 row.update({"time/elapsed_s": elapsed, "time/fps": progress.frames / elapsed})
