@@ -95,10 +95,23 @@ def _cmd_train(args: argparse.Namespace) -> int:
     print(f"frames: {run.frames:,}  wall: {run.elapsed_s:.1f} s  last greedy eval: {evaluation}")
     print(f"run:    {run.path}")
     print(f"curve:  {run.curve_path}")
+    from rlpilot.doctor import diagnose
+
+    print(diagnose(run.path).render(short=True))
     if run.status == "interrupted":
         print(f"resume: rlpilot train --resume {run.path}")
         return 143 if "SIGTERM" in meta.get("reason", "") else 130
     return 1 if run.status == "failed" else 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    import json
+
+    from rlpilot.doctor import diagnose
+
+    diagnosis = diagnose(args.run)
+    print(json.dumps(diagnosis.to_json(), indent=2) if args.json else diagnosis.render())
+    return 1 if diagnosis.errors else 0
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -210,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default RUN/export)")
     p.add_argument("--seed", type=int, default=0, help="seed of the parity rollouts")
     p.set_defaults(func=_cmd_export)
+
+    p = verbs.add_parser("doctor", help="diagnose a run: findings with evidence, cause and a fix")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/doctor.md)")
+    p.set_defaults(func=_cmd_doctor)
 
     p = verbs.add_parser("plot", help="training curves: one run, or several (seeds) as a mean with a 95%% band")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories")

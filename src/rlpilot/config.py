@@ -68,6 +68,8 @@ class PPOConfig:
     """Adam learning rate at the start of training."""
     lr_schedule: str = "linear"
     """``linear`` decays to 0 over the real number of updates of the budget, ``constant`` does not."""
+    lr_schedule_fraction: float = 1.0
+    """Share of the budget's updates over which the linear schedule reaches 0 (then stays there)."""
     gamma: float = 0.99
     """Discount per step."""
     gae_lambda: float = 0.95
@@ -266,7 +268,6 @@ class Config:
             "ppo.epochs": self.ppo.epochs,
             "ppo.minibatch_size": self.ppo.minibatch_size,
             "ppo.lr": self.ppo.lr,
-            "env.reward_scale": self.env.reward_scale,
             "dqn.steps_per_env": self.dqn.steps_per_env,
             "dqn.buffer_size": self.dqn.buffer_size,
             "dqn.batch_size": self.dqn.batch_size,
@@ -297,6 +298,8 @@ class Config:
             for key, (value, allowed) in choices.items()
             if value not in allowed
         ]
+        if self.env.reward_scale < 0:
+            problems.append(f"env.reward_scale must be >= 0 (got {self.env.reward_scale}); 0 silences rewards")
         unit_interval = (
             ("ppo.gamma", self.ppo.gamma),
             ("ppo.gae_lambda", self.ppo.gae_lambda),

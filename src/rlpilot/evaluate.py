@@ -59,10 +59,10 @@ def evaluate(
         episode_length = np.zeros(n, dtype=np.int64)
         active = np.ones(n, dtype=bool)
         while active.any():
-            action = greedy_action(read(raw))
-            if not action.dtype.is_floating_point:
-                seen.update(action[torch.from_numpy(active)].view(-1).tolist())
-            raw, reward, terminated, truncated, _ = vector_env.step(to_numpy_action(action, vector_env.action_space))
+            env_action = to_numpy_action(greedy_action(read(raw)), vector_env.action_space)
+            if env_action.dtype.kind in "iu":  # actions as the env receives them
+                seen.update(env_action[active].reshape(-1).tolist())
+            raw, reward, terminated, truncated, _ = vector_env.step(env_action)
             episode_return += reward * active
             episode_length += active
             done = terminated | truncated

@@ -129,7 +129,13 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
     collector = BatchCollector(
         env, algo.act, steps=config.algo_config.steps_per_env, seed=seed, on_nonfinite=config.guard.on_nonfinite_obs
     )
-    run.update_meta(status="running", solved_at=threshold, device=str(device), resumes=progress.resumes)
+    run.update_meta(
+        status="running",
+        solved_at=threshold,
+        device=str(device),
+        resumes=progress.resumes,
+        env_facts=_env_facts(config, env),
+    )
     metrics_writer = MetricsWriter(run.path / "metrics.csv")
     loggers = RunLoggers(run, config.train.loggers)
     bar = ProgressBar(config, show_progress, initial=progress.frames)
@@ -155,7 +161,14 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
                 progress.episodes += len(returns)
                 events = collector.events + algo.guard.drain() + milestones.episodes(progress, returns)
                 collector.events = []
-                row = {"frames": progress.frames, **_episode_metrics(returns, lengths), **metrics}
+                reward = batch.get(("next", "reward"))  # what the learner sees (after reward scaling)
+                row = {
+                    "frames": progress.frames,
+                    **_episode_metrics(returns, lengths),
+                    **metrics,
+                    "train/reward_mean": float(reward.mean()),
+                    "train/reward_std": float(reward.std()),
+                }
                 done = progress.frames >= config.train.total_frames
                 if progress.frames >= next_eval or done:
                     next_eval += config.train.eval_every_frames
@@ -211,6 +224,21 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
         env.close()
         eval_env.close()
     return run
+
+
+def _env_facts(config: Config, env) -> dict:
+    """What ``doctor`` needs to know of the env: action space and time limit."""
+    from torchrl.data import Categorical
+
+    spec = env.full_action_spec_unbatched["action"]
+    action = (
+        {"type": "discrete", "n": int(spec.n)}
+        if isinstance(spec, Categorical)
+        else {"type": "box", "dim": int(spec.shape[-1])}
+    )
+    _, env_id = resolve_env(config.env.id)
+    limit = config.env.max_episode_steps or (gym.spec(env_id).max_episode_steps if env_id else None)
+    return {"action": action, "max_episode_steps": limit}
 
 
 def _roll_back(run: Run, algo, progress: Progress, milestones: Milestones) -> None:

@@ -108,9 +108,9 @@ class PPO:
         return self.greedy_module(observation)
 
     # -- learning ----------------------------------------------------------------------------
-    def _anneal(self) -> float:
-        """Fraction of the budget's updates still ahead: drives linear LR and clip schedules."""
-        return max(0.0, 1.0 - self.updates / self.config.num_updates)
+    def _anneal(self, fraction: float = 1.0) -> float:
+        """Share of the schedule still ahead (1 → 0 over ``fraction`` of the budget's updates)."""
+        return max(0.0, 1.0 - self.updates / max(1.0, fraction * self.config.num_updates))
 
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         cfg = self.config.ppo
@@ -130,7 +130,8 @@ class PPO:
             order = torch.randperm(flat.shape[0], device=self.device)
             for index in order[: n_minibatches * size].view(n_minibatches, size):
                 remaining = self._anneal()
-                lr = cfg.lr * (remaining if cfg.lr_schedule == "linear" else 1.0) * self.guard.lr_scale
+                lr_left = self._anneal(cfg.lr_schedule_fraction) if cfg.lr_schedule == "linear" else 1.0
+                lr = cfg.lr * lr_left * self.guard.lr_scale
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
                 if cfg.clip_schedule == "linear":
