@@ -43,7 +43,10 @@ def main() -> None:
         total, done = 0.0, False
         while not done:
             (action,) = session.run(None, {"observation": flatten(observation)[None, :]})
-            action = int(action[0]) if discrete else action[0]
+            if discrete:  # an index, or a one-hot row (signature["action"]["encoding"])
+                action = int(np.argmax(action[0])) if np.ndim(action[0]) else int(action[0])
+            else:
+                action = action[0]
             observation, reward, terminated, truncated, _ = env.step(action)
             total += float(reward)
             done = terminated or truncated

@@ -18,7 +18,6 @@ from tensordict import TensorDict
 from torchrl.envs import RewardScaling, TransformedEnv
 
 from rlpilot.envs import observation_reader
-from rlpilot.envs.gym_vector import to_numpy_action
 
 ActFn = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
@@ -58,7 +57,7 @@ class BatchCollector:
 
     def __init__(self, env: TransformedEnv, act: ActFn, *, steps: int, seed: int | None, on_nonfinite: str = "reset"):
         self.vector_env = env.base_env.vector_env
-        self.action_space = self.vector_env.action_space
+        self.env_action = env.base_env.env_action
         self.num_envs = self.vector_env.num_envs
         self.device = env.device
         self.read_observation = observation_reader(env)
@@ -80,7 +79,7 @@ class BatchCollector:
         for t in range(steps):
             observation = self.observation
             action, extra = self.act(observation)
-            raw, reward, term, trunc, _ = self.vector_env.step(to_numpy_action(action, self.action_space))
+            raw, reward, term, trunc, _ = self.vector_env.step(self.env_action(action))
             next_observation = self.read_observation(raw)
             if not bool(torch.isfinite(next_observation).all()):
                 term = self._non_finite(next_observation, term)

@@ -39,6 +39,9 @@ class EnvConfig:
     already close to 1."""
     obs_norm_frames: int = 4096
     """Random-policy frames used to measure the normalisation statistics."""
+    action_encoding: str = "categorical"
+    """Discrete actions as a categorical index (``categorical``), or as a one-hot vector
+    (``one_hot``, TorchRL ``GymEnv``'s default; PPO then samples from ``OneHotCategorical``)."""
     reward_scale: float = 1.0
     """Training rewards are multiplied by this (TorchRL's ``RewardScaling``); episode returns are
     reported unscaled. Keeps value targets near unit scale (Pendulum: rewards down to -16 a step)."""
@@ -88,6 +91,10 @@ class PPOConfig:
     """Standardise advantages per minibatch."""
     value_loss: str = "l2"
     """``l2`` or ``smooth_l1`` (TorchRL's default; l2 matches SB3 and CleanRL)."""
+    distribution: str = "auto"
+    """Discrete actions: ``auto`` matches the action spec (Categorical for an index, OneHotCategorical
+    for one-hot); ``categorical`` / ``one_hot_categorical`` force one (a mismatch is the classic silent
+    bug: kept selectable so ``doctor`` can be shown to catch it)."""
     loss_impl: str = "lean"
     """``lean``: the clipped loss in plain torch (2.7x faster per update, same numbers, tested);
     ``torchrl``: TorchRL's ``ClipPPOLoss``."""
@@ -286,6 +293,8 @@ class Config:
             "ppo.clip_schedule": (self.ppo.clip_schedule, ("linear", "constant")),
             "ppo.value_loss": (self.ppo.value_loss, ("l2", "smooth_l1")),
             "ppo.loss_impl": (self.ppo.loss_impl, ("lean", "torchrl")),
+            "ppo.distribution": (self.ppo.distribution, ("auto", "categorical", "one_hot_categorical")),
+            "env.action_encoding": (self.env.action_encoding, ("categorical", "one_hot")),
             "dqn.loss_impl": (self.dqn.loss_impl, ("lean", "torchrl")),
             "dqn.target_update": (self.dqn.target_update, ("hard", "soft")),
             "dqn.loss": (self.dqn.loss, ("huber", "l2")),
@@ -313,6 +322,8 @@ class Config:
         for key, value in unit_interval:
             if not 0.0 <= value <= 1.0:
                 problems.append(f"{key} must be within [0, 1] (got {value})")
+        if self.algo == "dqn" and self.env.action_encoding != "categorical":
+            problems.append("dqn needs env.action_encoding=categorical (its Q-network indexes actions)")
         if self.algo == "dqn" and self.dqn.n_step > 1 and self.dqn.loss_impl == "torchrl":
             problems.append("dqn.n_step > 1 needs dqn.loss_impl=lean (TorchRL's DQNLoss bootstraps one step)")
         if self.algo == "ppo" and self.ppo.minibatch_size > self.frames_per_batch:

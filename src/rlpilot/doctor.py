@@ -465,23 +465,42 @@ def rule_identical_actions(v: RunView) -> list[Finding]:
     if len(evals) < 2 or action.get("type") != "discrete" or action.get("n", 1) < 2 or v.did_well:
         return []
     last = evals[-3:]
-    if all(e["actions_seen"] == 1 for e in last):
-        return [
-            Finding(
-                "actions_identical",
-                "error",
-                "every greedy action was the same over the last evaluations",
-                {
-                    "actions_seen": [e["actions_seen"] for e in last],
-                    "actions_available": action["n"],
-                    "frames": [e.get("frames") for e in last],
-                },
-                "the policy ignores its input: a distribution that does not match the action spec (e.g. "
-                "Categorical over a OneHot spec sends action 0), or a collapsed network",
-                f"rlpilot check {v.config.env.id}  (then retrain: {v.cmd()})",
-            )
-        ]
-    return []
+    if not all(e["actions_seen"] == 1 for e in last):
+        return []
+    mismatch = (
+        v.config.algo == "ppo"
+        and v.config.env.action_encoding == "one_hot"
+        and v.config.ppo.distribution == "categorical"
+    )
+    if mismatch:
+        cause = (
+            "a Categorical distribution over a OneHot action spec: each sampled index is decoded as a "
+            "one-hot vector of length 1, so every action reaches the env as action 0"
+        )
+        fix = v.cmd("ppo.distribution=auto")
+    else:
+        cause = (
+            "the policy ignores its input: a distribution that does not match the action spec (e.g. "
+            "Categorical over a OneHot spec sends action 0), or a collapsed network"
+        )
+        fix = f"rlpilot check {v.config.env.id}  (then retrain: {v.cmd()})"
+    evidence = {
+        "actions_seen": [e["actions_seen"] for e in last],
+        "actions_available": action["n"],
+        "frames": [e.get("frames") for e in last],
+    }
+    if mismatch:
+        evidence.update({"env.action_encoding": "one_hot", "ppo.distribution": "categorical"})
+    return [
+        Finding(
+            "actions_identical",
+            "error",
+            "every greedy action reaching the env was the same over the last evaluations",
+            evidence,
+            cause,
+            fix,
+        )
+    ]
 
 
 def rule_truncation(v: RunView) -> list[Finding]:

@@ -10,7 +10,6 @@ import torch
 from torchrl.envs import TransformedEnv
 
 from rlpilot.envs import observation_reader
-from rlpilot.envs.gym_vector import to_numpy_action
 
 
 @dataclass
@@ -59,7 +58,7 @@ def evaluate(
         episode_length = np.zeros(n, dtype=np.int64)
         active = np.ones(n, dtype=bool)
         while active.any():
-            env_action = to_numpy_action(greedy_action(read(raw)), vector_env.action_space)
+            env_action = env.base_env.env_action(greedy_action(read(raw)))
             if env_action.dtype.kind in "iu":  # actions as the env receives them
                 seen.update(env_action[active].reshape(-1).tolist())
             raw, reward, terminated, truncated, _ = vector_env.step(env_action)

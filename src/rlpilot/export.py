@@ -27,7 +27,6 @@ import torch
 from torch import nn
 
 from rlpilot.envs import observation_reader
-from rlpilot.envs.gym_vector import to_numpy_action
 from rlpilot.errors import UserError
 from rlpilot.policy import LoadedPolicy, load_policy
 from rlpilot.runs import versions
@@ -77,7 +76,7 @@ def parity_observations(policy: LoadedPolicy, count: int, seed: int) -> torch.Te
         rows.append(read_raw(raw))
         action = policy.algo.greedy_action(read(raw))
         explore = torch.rand(action.shape[0], generator=generator) < 0.3
-        numpy_action = to_numpy_action(action, vector_env.action_space)
+        numpy_action = env.base_env.env_action(action).copy()
         numpy_action[explore.numpy()] = vector_env.action_space.sample()[explore.numpy()]
         raw, _, terminated, truncated, _ = vector_env.step(numpy_action)
         done = terminated | truncated
@@ -182,11 +181,25 @@ def export_run(run_path: str | Path, fmt: str, out_dir: str | Path | None = None
 
 
 def _signature(fmt: str, file_name: str, obs_dim: int, action_spec, config, policy: LoadedPolicy) -> dict:
-    from torchrl.data import Categorical
+    from torchrl.data import Categorical, OneHot
 
     if isinstance(action_spec, Categorical):
-        action = {"type": "discrete", "n": int(action_spec.n), "decoding": "argmax: an int64 action index per row"}
+        action = {
+            "type": "discrete",
+            "n": int(action_spec.n),
+            "encoding": "index",
+            "decoding": "argmax: an int64 action index per row",
+        }
         output = {"name": "action", "shape": ["batch"], "dtype": "int64"}
+    elif isinstance(action_spec, OneHot):
+        n = int(action_spec.space.n)
+        action = {
+            "type": "discrete",
+            "n": n,
+            "encoding": "one_hot",
+            "decoding": "a one-hot int64 row per observation; argmax gives the action index",
+        }
+        output = {"name": "action", "shape": ["batch", n], "dtype": "int64"}
     else:
         low, high = action_spec.space.low, action_spec.space.high
         action = {
@@ -211,7 +224,8 @@ def _signature(fmt: str, file_name: str, obs_dim: int, action_spec, config, poli
         "outputs": [output],
         "action": action,
         "observation_normalization": "baked in" if policy.obs_norm else "none",
-        "env": {"id": config.env.id, "kwargs": config.env.kwargs, "max_episode_steps": config.env.max_episode_steps},
+        "env": {"id": config.env.id, "kwargs": config.env.kwargs, "max_episode_steps": config.env.max_episode_steps,
+                "action_encoding": config.env.action_encoding},
         "algo": config.algo,
         "run": str(policy.run.path),
         "frames": policy.run.frames,

@@ -40,13 +40,8 @@ def observation_size(observation_spec) -> int:
 
 def action_kind(action_spec: TensorSpec, *, algo: str = "ppo") -> str:
     """``discrete`` (categorical index), or ``continuous`` (Box); anything else is a clear error."""
-    if isinstance(action_spec, Categorical):
+    if isinstance(action_spec, (Categorical, OneHot)):
         return "discrete"
-    if isinstance(action_spec, OneHot):
-        raise UserError(
-            "one-hot action spec: build the env with categorical actions (rlpilot's make_env does; "
-            "TorchRL's GymEnv needs categorical_action_encoding=True)"
-        )
     if isinstance(action_spec, Bounded) and action_spec.dtype.is_floating_point:
         if algo == "dqn":
             from rlpilot.config import load_config, preset_names
@@ -80,9 +75,10 @@ class GreedyActor(nn.Module):
     by tanh into ``[low, high]`` (the mode of TanhNormal's transform), clamped against rounding.
     """
 
-    def __init__(self, net: nn.Module, bounds: tuple[torch.Tensor, torch.Tensor] | None = None):
+    def __init__(self, net: nn.Module, bounds: tuple[torch.Tensor, torch.Tensor] | None = None, *, one_hot: int = 0):
         super().__init__()
         self.net = net
+        self.one_hot = one_hot  # > 0: discrete actions are returned as one-hot vectors of this size
         self.continuous = bounds is not None
         low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
         self.register_buffer("low", low.detach().clone().float())
@@ -91,7 +87,8 @@ class GreedyActor(nn.Module):
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         out = self.net(observation)
         if not self.continuous:
-            return out.argmax(-1)
+            index = out.argmax(-1)
+            return nn.functional.one_hot(index, self.one_hot) if self.one_hot else index
         loc = out[0] if isinstance(out, tuple) else out
         action = (self.high + self.low) / 2 + (self.high - self.low) / 2 * torch.tanh(loc)
         return torch.maximum(torch.minimum(action, self.high), self.low)

@@ -139,7 +139,7 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
     metrics_writer = MetricsWriter(run.path / "metrics.csv")
     loggers = RunLoggers(run, config.train.loggers)
     bar = ProgressBar(config, show_progress, initial=progress.frames)
-    milestones = Milestones(config, verbose=verbose, write=bar.write)
+    milestones = Milestones(config, verbose=verbose, write=bar.write if show_progress or verbose else _silent)
     status, reason = "failed", None
     start = time.perf_counter() - progress.elapsed_before
     next_eval = (progress.frames // config.train.eval_every_frames + 1) * config.train.eval_every_frames
@@ -226,16 +226,19 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
     return run
 
 
+def _silent(line: str) -> None:
+    """Library calls without progress output stay quiet; events.jsonl has everything."""
+
+
 def _env_facts(config: Config, env) -> dict:
     """What ``doctor`` needs to know of the env: action space and time limit."""
-    from torchrl.data import Categorical
+    from torchrl.data import Categorical, OneHot
 
     spec = env.full_action_spec_unbatched["action"]
-    action = (
-        {"type": "discrete", "n": int(spec.n)}
-        if isinstance(spec, Categorical)
-        else {"type": "box", "dim": int(spec.shape[-1])}
-    )
+    if isinstance(spec, (Categorical, OneHot)):
+        action = {"type": "discrete", "n": int(spec.space.n), "encoding": config.env.action_encoding}
+    else:
+        action = {"type": "box", "dim": int(spec.shape[-1])}
     _, env_id = resolve_env(config.env.id)
     limit = config.env.max_episode_steps or (gym.spec(env_id).max_episode_steps if env_id else None)
     return {"action": action, "max_episode_steps": limit}

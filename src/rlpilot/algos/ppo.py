@@ -14,9 +14,10 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torch import nn
+from torchrl.data import OneHot
 from torchrl.envs import EnvBase
 from torchrl.envs.utils import ExplorationType
-from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.modules import OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
@@ -38,10 +39,19 @@ class PPO:
         obs_dim = observation_size(env.observation_spec)
         spec = env.full_action_spec_unbatched["action"].to(device)
         self.kind = action_kind(spec)
+        one_hot_spec = isinstance(spec, OneHot)
         if self.kind == "discrete":
-            actor_net = mlp(obs_dim, int(spec.n), config.model, out_gain=0.01)
+            n = int(spec.space.n)
+            actor_net = mlp(obs_dim, n, config.model, out_gain=0.01)
             param_keys = ["logits"]
-            self.distribution_class = torch.distributions.Categorical
+            choice = (
+                cfg.distribution
+                if cfg.distribution != "auto"
+                else ("one_hot_categorical" if one_hot_spec else "categorical")
+            )
+            self.distribution_class = (
+                OneHotCategorical if choice == "one_hot_categorical" else torch.distributions.Categorical
+            )
             self.distribution_kwargs: dict = {}
         else:
             action_dim = int(spec.shape[-1])
@@ -64,7 +74,8 @@ class PPO:
             default_interaction_type=ExplorationType.RANDOM,
         )
         bounds = None if self.kind == "discrete" else (spec.space.low, spec.space.high)
-        self.greedy_module = GreedyActor(self.actor_net, bounds)
+        one_hot_out = n if self.kind == "discrete" and self.distribution_class is OneHotCategorical else 0
+        self.greedy_module = GreedyActor(self.actor_net, bounds, one_hot=one_hot_out)
         self.greedy_policy = TensorDictModule(self.greedy_module, in_keys=["observation"], out_keys=["action"])
         self.critic = ValueOperator(self.critic_net, in_keys=["observation"])
         self.advantage = GAE(gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=self.critic, device=device)
@@ -88,8 +99,10 @@ class PPO:
     # -- acting (hot path: plain tensors, no TensorDict per step) -------------------------------
     def _distribution(self, observation: torch.Tensor):
         params = self.actor_net(observation)
-        if self.kind == "discrete":
+        if self.distribution_class is torch.distributions.Categorical:
             return torch.distributions.Categorical(logits=params, validate_args=False)
+        if self.distribution_class is OneHotCategorical:
+            return OneHotCategorical(logits=params)
         loc, scale = params
         return TanhNormal(loc, scale, **self.distribution_kwargs)
 

@@ -132,7 +132,11 @@ def make_env(
     resuming or evaluating, else measured on random rollouts); ``StepCounter`` and ``RewardSum``
     (``episode_reward``) for episode bookkeeping.
     """
-    base = GymVectorEnv(make_vector_env(env_cfg, num_envs or env_cfg.num_envs), device=device)
+    base = GymVectorEnv(
+        make_vector_env(env_cfg, num_envs or env_cfg.num_envs),
+        device=device,
+        one_hot_actions=env_cfg.action_encoding == "one_hot",
+    )
     transforms = []
     obs_keys = _observation_keys(base)
     doubles = [k for k in obs_keys if base.observation_spec[k].dtype == torch.float64]

@@ -48,7 +48,18 @@ class CartPoleVectorEnvNoAutoreset(CartPoleVectorEnv):
         return self.state.T.astype(np.float32), {}
 
 
-def to_numpy_action(action: torch.Tensor, space: gym.Space) -> np.ndarray:
+def to_numpy_action(action: torch.Tensor, space: gym.Space, *, one_hot: bool = False) -> np.ndarray:
+    """A batch of policy actions as the gymnasium vector env takes them.
+
+    ``one_hot``: decoded as TorchRL's ``OneHot.to_numpy`` does (``argmax(-1)``). Fed a categorical
+    index instead of a one-hot vector, each env's action is the argmax of a single number: always 0.
+    That is the silent bug of a Categorical distribution over a OneHot spec, reproduced faithfully so
+    ``rlpilot doctor`` can be tested on it.
+    """
+    if one_hot:
+        if action.ndim == len(space.shape):  # an index per env, not a vector: argmax of a 1-element row is 0
+            action = action.unsqueeze(-1)
+        return action.long().argmax(-1).cpu().numpy().astype(space.dtype)
     array = action.detach().cpu().numpy()
     if isinstance(space, gym.spaces.Box):
         return np.clip(array.astype(space.dtype, copy=False), space.low, space.high)
@@ -62,7 +73,9 @@ class GymVectorEnv(EnvBase):
     dict observation spaces become one entry per key. Discrete actions are categorical indices.
     """
 
-    def __init__(self, vector_env: gym.vector.VectorEnv, *, device: torch.device | str = "cpu"):
+    def __init__(
+        self, vector_env: gym.vector.VectorEnv, *, device: torch.device | str = "cpu", one_hot_actions: bool = False
+    ):
         mode = vector_env.metadata.get("autoreset_mode")
         if mode != AutoresetMode.DISABLED:
             raise ValueError(f"GymVectorEnv needs autoreset_mode=DISABLED, got {mode}")
@@ -76,7 +89,7 @@ class GymVectorEnv(EnvBase):
             obs_spec = Composite(observation=obs_spec)
         self.observation_spec = obs_spec.expand(self.batch_size).to(self.device)
         action_spec = _gym_to_torchrl_spec_transform(
-            vector_env.single_action_space, device=self.device, categorical_action_encoding=True
+            vector_env.single_action_space, device=self.device, categorical_action_encoding=not one_hot_actions
         )
         self.action_spec = action_spec.expand(*self.batch_size, *action_spec.shape)
         self.reward_spec = Unbounded(shape=(*self.batch_size, 1), device=self.device)
@@ -85,6 +98,7 @@ class GymVectorEnv(EnvBase):
             done=flag.clone(), terminated=flag.clone(), truncated=flag.clone(), shape=self.batch_size
         )
         self._single_action_space = vector_env.single_action_space
+        self.one_hot_actions = one_hot_actions and isinstance(vector_env.single_action_space, gym.spaces.Discrete)
         self._seed: int | None = None
 
     # -- conversions -------------------------------------------------------------------------
@@ -111,7 +125,7 @@ class GymVectorEnv(EnvBase):
         return TensorDict({**self._obs_td(obs), **self._done_entries(falses, falses)}, batch_size=self.batch_size)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        action = to_numpy_action(tensordict.get("action"), self.vector_env.action_space)
+        action = self.env_action(tensordict.get("action"))
         obs, reward, terminated, truncated, _ = self.vector_env.step(action)
         reward = torch.as_tensor(np.asarray(reward, dtype=np.float32), device=self.device)
         return TensorDict(
@@ -122,6 +136,10 @@ class GymVectorEnv(EnvBase):
             },
             batch_size=self.batch_size,
         )
+
+    def env_action(self, action: torch.Tensor) -> np.ndarray:
+        """Policy actions (batch) as the gymnasium vector env takes them, per this env's action encoding."""
+        return to_numpy_action(action, self.vector_env.action_space, one_hot=self.one_hot_actions)
 
     def _set_seed(self, seed: int | None) -> None:
         self._seed = seed
