@@ -75,8 +75,12 @@ def playable(path: str | Path) -> PlayablePolicy:
 
         run_artifact, signature = load_artifact(path)
         env = signature["env"]
-        env_config = EnvConfig(id=env["id"], kwargs=env["kwargs"], max_episode_steps=env["max_episode_steps"],
-                               action_encoding=env.get("action_encoding", "categorical"))
+        env_config = EnvConfig(
+            id=env["id"],
+            kwargs=env["kwargs"],
+            max_episode_steps=env["max_episode_steps"],
+            action_encoding=env.get("action_encoding", "categorical"),
+        )
 
         def act(observation: torch.Tensor) -> torch.Tensor:
             return torch.as_tensor(run_artifact(observation.numpy()))
