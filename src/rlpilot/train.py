@@ -8,6 +8,7 @@ A run can be killed at any moment: ``checkpoints/last.pt`` is written every
 from __future__ import annotations
 
 import math
+import shutil
 import signal
 import time
 from contextlib import contextmanager
@@ -64,7 +65,12 @@ def train(
     """Trains ``config`` in a new run directory; the returned :class:`Run` says how it ended."""
     config.validate()
     run = Run.create(config, root=run_root, path=run_dir)
-    return _run(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose)
+    try:
+        return _run(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose)
+    except BaseException:
+        if not (run.checkpoint_dir / "last.pt").exists():  # failed while building: leave nothing behind
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
 
 
 def resume(

@@ -117,8 +117,9 @@ def test_train_and_eval_through_the_cli(tmp_path):
     assert out.returncode == 2 and "already exists" in out.stderr
 
 
-def test_dqn_on_a_continuous_env_fails_at_once():
-    out = rlpilot("train", "dqn-cartpole", "--set", "env.id=Pendulum-v1")
+def test_dqn_on_a_continuous_env_fails_at_once(tmp_path):
+    out = rlpilot("train", "dqn-cartpole", "--set", "env.id=Pendulum-v1", "--runs", str(tmp_path))
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "DQN needs a discrete action space" in lines[0] and "ppo-pendulum" in lines[0]
+    assert not list(tmp_path.iterdir()), "a failed start left a run directory behind"
