@@ -118,7 +118,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from rlpilot.policy import evaluate_target
 
     result, csv_path, video = evaluate_target(
-        args.target, episodes=args.episodes, seed=args.seed, csv_path=args.csv, video=args.video
+        args.target,
+        episodes=args.episodes,
+        seed=args.seed,
+        csv_path=args.csv,
+        video=args.video,
+        checkpoint=args.checkpoint,
     )
     print(
         f"{args.episodes} greedy episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
@@ -134,7 +139,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from rlpilot.export import ExportFailed, export_run
 
     try:
-        result = export_run(args.run, args.format, args.out, seed=args.seed)
+        result = export_run(args.run, args.format, args.out, seed=args.seed, checkpoint=args.checkpoint)
     except ExportFailed as exc:
         print(f"rlpilot: export failed: {exc}", file=sys.stderr)
         return 1
@@ -215,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")
     p.add_argument("--csv", help="per-episode rows (default RUN/eval.csv, or ARTIFACT.eval.csv)")
     p.add_argument("--video", help="record one greedy episode to FILE (.gif, or .mp4 with the [video] extra)")
+    p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
     p.set_defaults(func=_cmd_eval)
 
     p = verbs.add_parser("export", help="export the greedy policy (onnx, pt2, torchscript), parity-checked")
@@ -222,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="onnx", help="onnx (default), pt2 or torchscript")
     p.add_argument("--out", help="output folder (default RUN/export)")
     p.add_argument("--seed", type=int, default=0, help="seed of the parity rollouts")
+    p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
     p.set_defaults(func=_cmd_export)
 
     p = verbs.add_parser("doctor", help="diagnose a run: findings with evidence, cause and a fix")

@@ -131,14 +131,16 @@ def load_artifact(path: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray],
     return run, signature
 
 
-def export_run(run_path: str | Path, fmt: str, out_dir: str | Path | None = None, *, seed: int = 0) -> ExportResult:
+def export_run(
+    run_path: str | Path, fmt: str, out_dir: str | Path | None = None, *, seed: int = 0, checkpoint: str = "last"
+) -> ExportResult:
     if fmt not in FORMATS:
         raise UserError(f"unknown export format '{fmt}': choose one of {', '.join(FORMATS)}")
     run_path = Path(run_path)
     out_dir = Path(out_dir) if out_dir is not None else run_path / "export"
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir} is a file, not a folder: choose a folder for the export")
-    policy = load_policy(run_path)
+    policy = load_policy(run_path, checkpoint)
     config = policy.run.config()
     probe_env = policy.make_env(num_envs=1)
     obs_dim = int(probe_env.observation_spec["observation"].shape[-1])
@@ -233,6 +235,7 @@ def _signature(fmt: str, file_name: str, obs_dim: int, action_spec, config, poli
         "algo": config.algo,
         "run": str(policy.run.path),
         "frames": policy.run.frames,
+        "checkpoint": policy.checkpoint,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "versions": versions(),
     }

@@ -23,6 +23,7 @@ class LoadedPolicy:
     run: Run
     algo: algos.Algorithm
     obs_norm: dict | None
+    checkpoint: str = "last"
 
     def make_env(self, *, num_envs: int, seed: int | None = None) -> TransformedEnv:
         """An env with the run's transform chain and the run's normalisation statistics."""
@@ -31,6 +32,8 @@ class LoadedPolicy:
 
 
 def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
+    if checkpoint not in ("last", "best"):
+        raise UserError(f"--checkpoint {checkpoint}: choose last or best")
     run = load_run(path)
     config = run.config()
     state = run.load_checkpoint(checkpoint)
@@ -48,7 +51,7 @@ def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
         raise UserError(
             f"checkpoint {checkpoint}.pt does not fit the run's config: {str(exc).splitlines()[0]}"
         ) from None
-    return LoadedPolicy(run, algo, state["obs_norm"])
+    return LoadedPolicy(run, algo, state["obs_norm"], checkpoint)
 
 
 @dataclass
@@ -67,7 +70,7 @@ class PlayablePolicy:
         return make_env(env_config, num_envs=num_envs, seed=seed, obs_norm_state=self.obs_norm)
 
 
-def playable(path: str | Path) -> PlayablePolicy:
+def playable(path: str | Path, checkpoint: str = "last") -> PlayablePolicy:
     """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``)."""
     path = Path(path)
     if path.is_file():
@@ -86,17 +89,23 @@ def playable(path: str | Path) -> PlayablePolicy:
             return torch.as_tensor(run_artifact(observation.numpy()))
 
         return PlayablePolicy(env_config, None, act, path.with_name(path.name + ".eval.csv"))
-    policy = load_policy(path)
+    policy = load_policy(path, checkpoint)
     return PlayablePolicy(
         policy.run.config().env, policy.obs_norm, policy.algo.greedy_action, policy.run.path / "eval.csv"
     )
 
 
 def evaluate_target(
-    path: str | Path, *, episodes: int, seed: int, csv_path: str | Path | None = None, video: str | Path | None = None
+    path: str | Path,
+    *,
+    episodes: int,
+    seed: int,
+    csv_path: str | Path | None = None,
+    video: str | Path | None = None,
+    checkpoint: str = "last",
 ) -> tuple[EvalResult, Path, Path | None]:
     """Greedy episodes of a run or an artifact; per-episode rows to CSV; optionally one episode on video."""
-    target = playable(path)
+    target = playable(path, checkpoint)
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
     env = target.make_env(num_envs=min(episodes, 64), seed=seed)

@@ -165,3 +165,12 @@ def test_eval_cli_records_mp4(runs, tmp_path):
     reader = imageio.get_reader(video)
     assert reader.count_frames() >= 500
     assert rlpilot("eval", str(runs["ppo-cartpole"].path), "--video", str(tmp_path / "x.avi")).returncode == 2
+
+
+def test_best_checkpoint_can_be_evaluated_and_exported(runs, tmp_path):
+    run = runs["ppo-cartpole"]
+    assert (run.path / "checkpoints" / "best.pt").is_file()
+    result = export_run(run.path, "torchscript", tmp_path / "best", checkpoint="best")
+    assert json.loads(result.signature.read_text())["checkpoint"] == "best"
+    best, _, _ = evaluate_target(run.path, episodes=3, seed=1, csv_path=tmp_path / "b.csv", checkpoint="best")
+    assert best.mean >= 475

@@ -158,3 +158,14 @@ def test_dqn_on_continuous_actions_is_one_clear_error():
     env = make_env(config.env, num_envs=1)
     with pytest.raises(UserError, match="DQN needs a discrete action space.*ppo-pendulum"):
         DQN(config, env, torch.device("cpu"))
+
+
+def test_prioritised_loss_uses_the_importance_weights():
+    algo = make_dqn("dqn.loss=l2", "dqn.n_step=1")
+    batch = hand_batch()
+    plain = algo.lean_loss(batch.clone())
+    weights = torch.tensor([0.0, 1.0, 0.5])
+    weighted = algo.lean_loss(batch.clone().set("priority_weight", weights))
+    per_sample = plain["td_error"] ** 2
+    torch.testing.assert_close(weighted["loss"], (weights * per_sample).mean())
+    torch.testing.assert_close(plain["loss"], per_sample.mean())
