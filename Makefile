@@ -31,8 +31,8 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m "" tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks tools
-	$(BIN)/ruff format --check src tests benchmarks tools
+	$(BIN)/ruff check src tests benchmarks tools examples
+	$(BIN)/ruff format --check src tests benchmarks tools examples
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e ".[dev,bench]"
