@@ -114,6 +114,22 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if diagnosis.errors else 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from rlpilot.config import preset_names
+
+    if args.preset not in preset_names():
+        from rlpilot.config import load_preset_data
+
+        load_preset_data(args.preset)  # one line with close matches
+    from rlpilot.sweep import run_sweep
+
+    out = args.out or f"runs/sweep-{args.preset}"
+    result = run_sweep(args.preset, seeds=args.seeds, grid=args.grid, out=out, workers=args.workers, overrides=args.set)
+    print(result["table"])
+    print(f"table: {out}/summary.md   figure: {out}/curves.png")
+    return 0
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from rlpilot.policy import evaluate_target
 
@@ -230,6 +246,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the parity rollouts")
     p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
     p.set_defaults(func=_cmd_export)
+
+    p = verbs.add_parser("sweep", help="a preset over a grid x seeds, several runs at once; a results table")
+    p.add_argument("preset")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="repeatable")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs at once (default: cores)")
+    p.add_argument("--out", help="sweep folder (default runs/sweep-PRESET); rerun to resume")
+    p.set_defaults(func=_cmd_sweep)
 
     p = verbs.add_parser("doctor", help="diagnose a run: findings with evidence, cause and a fix")
     p.add_argument("run", help="run directory")

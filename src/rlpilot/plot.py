@@ -189,3 +189,34 @@ def plot_run(run: Run, out: str | Path | None = None, *, solved_at: float | None
     out = Path(out) if out is not None else run.curve_path
     plot_runs([run], out, solved_at=solved_at)
     return out
+
+
+def plot_points(out: Path, grid_points: list[list[str]], seeds: int, path: Path) -> None:
+    """Sweep figure: per grid point, the mean greedy evaluation over seeds with its 95% band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rlpilot.runs import load_run
+    from rlpilot.sweep import point_name
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    for point in grid_points:
+        runs = [load_run(out / point_name(point) / f"s{seed}") for seed in range(seeds)]
+        data = curve_data(runs) if len(runs) > 1 else None
+        if data is None or not data["n"]:
+            continue
+        label = " ".join(point) or "(preset)"
+        ax.plot(data["grid"], data["mean"], linewidth=2, label=f"{label} (n={data['n']})")
+        ax.fill_between(data["grid"], data["low"], data["high"], alpha=0.2)
+    ax.set_xlabel("environment frames")
+    ax.set_ylabel("greedy evaluation return")
+    ax.set_title(f"sweep: mean over {seeds} seeds, 95% band")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)

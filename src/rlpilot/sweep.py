@@ -1,0 +1,166 @@
+"""``rlpilot sweep``: a preset over a grid of overrides x seeds, several runs at once, one table.
+
+Each (grid point, seed) is one ordinary run directory under ``OUT/<point>/s<seed>``, so every other
+verb works on it. Finished runs are skipped when a sweep is started again; interrupted or killed ones
+are resumed from their checkpoint. Aggregates per grid point: final greedy evaluation (mean and IQM,
+each with a 95% bootstrap interval over seeds), share of seeds solved, frames and wall time to the
+threshold (median over solved seeds).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import multiprocessing
+import shutil
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rlpilot.config import load_config
+from rlpilot.errors import UserError
+from rlpilot.runs import atomic_write, load_run, slug
+
+BOOTSTRAP_SAMPLES = 2000
+
+
+def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
+    grid = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not values:
+            raise UserError(f"--grid expects key=v1,v2,..., got '{item}'")
+        grid.append((key.strip(), [v.strip() for v in values.split(",")]))
+    return grid
+
+
+def points(grid: list[tuple[str, list[str]]]) -> list[list[str]]:
+    keys = [key for key, _ in grid]
+    return [[f"{k}={v}" for k, v in zip(keys, combo)] for combo in itertools.product(*[vs for _, vs in grid])]
+
+
+def point_name(overrides: list[str]) -> str:
+    return slug("_".join(overrides)) if overrides else "default"
+
+
+@dataclass
+class Job:
+    preset: str
+    overrides: list[str]
+    seed: int
+    path: Path
+
+
+def _run_job(job: Job) -> str:
+    """Runs (or resumes) one sweep member in a worker process; returns its final status."""
+    import torch
+
+    from rlpilot.train import resume, train
+
+    torch.set_num_threads(1)
+    checkpoint = job.path / "checkpoints" / "last.pt"
+    if (job.path / "meta.json").exists():
+        status = load_run(job.path).status
+        if status in ("solved", "finished"):
+            return status
+        if checkpoint.exists():
+            return resume(job.path, show_progress=False).status
+        shutil.rmtree(job.path)  # killed before its first checkpoint: start over
+    config = load_config(job.preset, overrides=[*job.overrides, f"train.seed={job.seed}"])
+    return train(config, run_dir=str(job.path), show_progress=False).status
+
+
+def run_sweep(
+    preset: str, *, seeds: int, grid: list[str], out: str | Path, workers: int = 2, overrides: list[str] | None = None
+) -> dict:
+    base = overrides or []
+    grid_points = points(parse_grid(grid))
+    for point in grid_points:  # validate every combination before starting anything
+        load_config(preset, overrides=[*base, *point])
+    out = Path(out)
+    jobs = [
+        Job(preset, [*base, *point], seed, out / point_name(point) / f"s{seed}")
+        for point in grid_points
+        for seed in range(seeds)
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(
+        out / "sweep.json",
+        json.dumps({"preset": preset, "seeds": seeds, "grid": grid, "overrides": base}, indent=2) + "\n",
+    )
+    # spawn: workers start clean (no forked torch/OpenMP state from the parent)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_run_job, job): job for job in jobs}
+        for future in as_completed(futures):
+            job = futures[future]
+            print(f"  {point_name(job.overrides[len(base) :])} seed {job.seed}: {future.result()}", flush=True)
+    return summarize(out, grid_points, seeds)
+
+
+def iqm(values: np.ndarray) -> float:
+    """Interquartile mean: the mean of the middle 50% (rliable's robust aggregate)."""
+    ordered = np.sort(values)
+    n = len(ordered)
+    low, high = int(np.floor(0.25 * n)), int(np.ceil(0.75 * n))
+    return float(ordered[low:high].mean()) if high > low else float(ordered.mean())
+
+
+def bootstrap(values: np.ndarray, statistic, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of ``statistic`` over seeds."""
+    if len(values) < 2:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    stats = [statistic(values[rng.integers(0, len(values), len(values))]) for _ in range(BOOTSTRAP_SAMPLES)]
+    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+
+
+def summarize(out: Path, grid_points: list[list[str]], seeds: int) -> dict:
+    rows = []
+    for point in grid_points:
+        runs = [load_run(out / point_name(point) / f"s{seed}") for seed in range(seeds)]
+        finals = np.array([run.last_eval for run in runs if run.last_eval is not None], dtype=float)
+        solved = [run for run in runs if run.solved_at_frames is not None]
+        rows.append(
+            {
+                "point": " ".join(point) or "(preset)",
+                "runs": len(runs),
+                "final_mean": float(finals.mean()) if len(finals) else float("nan"),
+                "final_mean_ci": bootstrap(finals, np.mean),
+                "final_iqm": iqm(finals) if len(finals) else float("nan"),
+                "final_iqm_ci": bootstrap(finals, iqm),
+                "solved": len(solved),
+                "frames_to_solve_median": float(np.median([r.solved_at_frames for r in solved])) if solved else None,
+                "wall_s_to_solve_median": float(np.median([r.elapsed_s for r in solved])) if solved else None,
+            }
+        )
+    table = render_table(rows, seeds)
+    atomic_write(out / "summary.md", table)
+    atomic_write(out / "summary.json", json.dumps(rows, indent=2) + "\n")
+    from rlpilot.plot import plot_points
+
+    plot_points(out, grid_points, seeds, out / "curves.png")
+    return {"rows": rows, "table": table}
+
+
+def render_table(rows: list[dict], seeds: int) -> str:
+    lines = [
+        "| grid point | solved | final eval mean [95% CI] | final eval IQM [95% CI] | frames to solve "
+        "(median) | wall s to solve (median) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        frames = "-" if r["frames_to_solve_median"] is None else f"{r['frames_to_solve_median']:,.0f}"
+        wall = "-" if r["wall_s_to_solve_median"] is None else f"{r['wall_s_to_solve_median']:.2f}"
+        lines.append(
+            f"| {r['point']} | {r['solved']}/{r['runs']} | {r['final_mean']:.1f} [{r['final_mean_ci'][0]:.1f}, "
+            f"{r['final_mean_ci'][1]:.1f}] | {r['final_iqm']:.1f} [{r['final_iqm_ci'][0]:.1f}, "
+            f"{r['final_iqm_ci'][1]:.1f}] | {frames} | {wall} |"
+        )
+    lines.append("")
+    lines.append(
+        f"{seeds} seeds per grid point; intervals: percentile bootstrap over seeds "
+        f"({BOOTSTRAP_SAMPLES} resamples). Final eval: each run's last greedy evaluation."
+    )
+    return "\n".join(lines) + "\n"

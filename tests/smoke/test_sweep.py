@@ -1,0 +1,82 @@
+"""rlpilot sweep: a 2 x 2-seed grid on the process pool; the table is the runs' data; a killed sweep resumes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from rlpilot.runs import load_run
+from rlpilot.sweep import bootstrap, iqm, point_name, run_sweep
+
+TINY = ["train.total_frames=2048", "train.eval_every_frames=1024", "train.eval_episodes=4"]
+
+
+def test_sweep_table_is_computed_from_the_runs(tmp_path):
+    result = run_sweep("ppo-cartpole", seeds=2, grid=["ppo.epochs=2,4"], out=tmp_path, workers=2, overrides=TINY)
+    rows = result["rows"]
+    assert [r["point"] for r in rows] == ["ppo.epochs=2", "ppo.epochs=4"]
+    for row, epochs in zip(rows, (2, 4)):
+        runs = [load_run(tmp_path / point_name([f"ppo.epochs={epochs}"]) / f"s{seed}") for seed in range(2)]
+        assert [run.config().ppo.epochs for run in runs] == [epochs, epochs]
+        assert [run.config().train.seed for run in runs] == [0, 1]
+        finals = np.array([run.last_eval for run in runs])
+        assert row["runs"] == 2 and row["solved"] == sum(r.status == "solved" for r in runs)
+        assert row["final_mean"] == pytest.approx(finals.mean())
+        assert row["final_iqm"] == pytest.approx(iqm(finals))
+        assert row["final_mean_ci"] == pytest.approx(bootstrap(finals, np.mean))
+        low, high = row["final_mean_ci"]
+        assert finals.min() <= low <= row["final_mean"] <= high <= finals.max()
+    table = (tmp_path / "summary.md").read_text()
+    assert table.count("\n| ppo.epochs=") == 2
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(rows))
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_iqm_and_bootstrap_by_hand():
+    assert iqm(np.array([0.0, 1.0, 2.0, 100.0])) == pytest.approx(1.5)  # middle two of four
+    low, high = bootstrap(np.array([1.0, 1.0, 1.0]), np.mean)
+    assert low == high == 1.0
+
+
+def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
+    out = tmp_path / "sweep"
+    args = [
+        sys.executable,
+        "-m",
+        "rlpilot.cli",
+        "sweep",
+        "ppo-cartpole",
+        "--seeds",
+        "2",
+        "--grid",
+        "ppo.epochs=2,4",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        *sum((["--set", o] for o in TINY), []),
+    ]
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 180
+    finished = []
+    while time.time() < deadline and not finished:
+        time.sleep(0.2)
+        finished = [m for m in out.glob("*/s*/meta.json") if json.loads(m.read_text())["status"] == "finished"]
+    assert finished, "no run finished before the deadline"
+    os.killpg(process.pid, signal.SIGKILL)  # the sweep and its workers
+    process.wait()
+    before = {m: json.loads(m.read_text())["start_time"] for m in finished}
+    assert len(list(out.glob("*/s*/meta.json"))) < 4 or not all(
+        json.loads(m.read_text())["status"] == "finished" for m in out.glob("*/s*/meta.json")
+    )
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for meta, start in before.items():
+        assert json.loads(meta.read_text())["start_time"] == start, f"{meta} was run again"
+    statuses = [json.loads(m.read_text())["status"] for m in out.glob("*/s*/meta.json")]
+    assert len(statuses) == 4 and set(statuses) <= {"finished", "solved"}
