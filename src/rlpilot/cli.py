@@ -254,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs at once (default: cores)")
     p.add_argument("--out", help="sweep folder (default runs/sweep-PRESET); rerun to resume")
+    p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster (host:port), or 'local' to start one here")
     p.set_defaults(func=_cmd_sweep)
 
     p = verbs.add_parser("doctor", help="diagnose a run: findings with evidence, cause and a fix")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing
+import os
 import shutil
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -73,8 +74,16 @@ def _run_job(job: Job) -> str:
 
 
 def run_sweep(
-    preset: str, *, seeds: int, grid: list[str], out: str | Path, workers: int = 2, overrides: list[str] | None = None
+    preset: str,
+    *,
+    seeds: int,
+    grid: list[str],
+    out: str | Path,
+    workers: int = 2,
+    overrides: list[str] | None = None,
+    ray: str | None = None,
 ) -> dict:
+    """Runs the sweep on a local process pool, or on Ray (``ray``: a cluster address, or ``local``)."""
     base = overrides or []
     grid_points = points(parse_grid(grid))
     for point in grid_points:  # validate every combination before starting anything
@@ -90,13 +99,49 @@ def run_sweep(
         out / "sweep.json",
         json.dumps({"preset": preset, "seeds": seeds, "grid": grid, "overrides": base}, indent=2) + "\n",
     )
+    if ray is None:
+        _run_local(jobs, workers, base)
+    else:
+        _run_ray(jobs, workers, base, ray)
+    return summarize(out, grid_points, seeds)
+
+
+def _report(job: Job, base: list[str], status: str) -> None:
+    print(f"  {point_name(job.overrides[len(base) :])} seed {job.seed}: {status}", flush=True)
+
+
+def _run_local(jobs: list[Job], workers: int, base: list[str]) -> None:
     # spawn: workers start clean (no forked torch/OpenMP state from the parent)
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(_run_job, job): job for job in jobs}
         for future in as_completed(futures):
-            job = futures[future]
-            print(f"  {point_name(job.overrides[len(base) :])} seed {job.seed}: {future.result()}", flush=True)
-    return summarize(out, grid_points, seeds)
+            _report(futures[future], base, future.result())
+
+
+def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> None:
+    """One Ray task per run. ``local`` starts a cluster on this machine whose listeners bind 127.0.0.1;
+    with an address, the sweep folder must be on a filesystem every node sees (NFS, a shared volume)."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--ray needs Ray: pip install 'rlpilot[dist]'") from None
+    started = not ray.is_initialized()
+    if started:
+        if address == "local":  # loopback only: the env var above and the node address below
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+        else:
+            ray.init(address=address, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1)(_run_job)
+        pending = {remote.remote(job): job for job in jobs}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                _report(pending.pop(ref), base, ray.get(ref))
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def iqm(values: np.ndarray) -> float:

@@ -2,6 +2,8 @@
 
 import json
 import os
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read when ray is imported: keeps it on loopback
 import signal
 import subprocess
 import sys
@@ -80,3 +82,23 @@ def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
         assert json.loads(meta.read_text())["start_time"] == start, f"{meta} was run again"
     statuses = [json.loads(m.read_text())["status"] for m in out.glob("*/s*/meta.json")]
     assert len(statuses) == 4 and set(statuses) <= {"finished", "solved"}
+
+
+def test_sweep_on_a_local_ray_cluster_stays_on_loopback(tmp_path):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    try:
+        address = ray.get_runtime_context().gcs_address
+        assert address.startswith("127.0.0.1:"), address  # every listener of this cluster is on loopback
+        result = run_sweep(
+            "ppo-cartpole", seeds=2, grid=["ppo.epochs=2,4"], out=tmp_path, workers=2, overrides=TINY, ray="local"
+        )  # reuses the cluster started above
+    finally:
+        ray.shutdown()
+    rows = result["rows"]
+    assert [r["point"] for r in rows] == ["ppo.epochs=2", "ppo.epochs=4"] and all(r["runs"] == 2 for r in rows)
+    for row, epochs in zip(rows, (2, 4)):
+        finals = np.array(
+            [load_run(tmp_path / point_name([f"ppo.epochs={epochs}"]) / f"s{s}").last_eval for s in range(2)]
+        )
+        assert row["final_mean"] == pytest.approx(finals.mean())
