@@ -130,6 +130,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from rlpilot.sweep import run_bench
+
+    print(run_bench(seeds=args.seeds, out=args.out, workers=args.workers, results=args.results or None, ray=args.ray))
+    return 0
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from rlpilot.policy import evaluate_target
 
@@ -256,6 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="sweep folder (default runs/sweep-PRESET); rerun to resume")
     p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster (host:port), or 'local' to start one here")
     p.set_defaults(func=_cmd_sweep)
+
+    p = verbs.add_parser("bench", help="every preset over seeds; a results table (also into docs/results.md)")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--out", default="runs/bench-presets", help="folder of the sweeps (rerun to resume)")
+    p.add_argument("--results", default="docs/results.md", help="markdown file to update ('' to skip)")
+    p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster, or 'local'")
+    p.set_defaults(func=_cmd_bench)
 
     p = verbs.add_parser("doctor", help="diagnose a run: findings with evidence, cause and a fix")
     p.add_argument("run", help="run directory")

@@ -70,9 +70,15 @@ class PPOConfig:
     lr: float = 3e-4
     """Adam learning rate at the start of training."""
     lr_schedule: str = "linear"
-    """``linear`` decays to 0 over the real number of updates of the budget, ``constant`` does not."""
+    """``linear`` decays to 0 over the real number of updates of the budget; ``cosine`` follows
+    torch's ``CosineAnnealingLR`` with T_max = ``lr_schedule_fraction`` of the updates (periodic: past
+    T_max the LR rises again); ``constant`` does not change."""
     lr_schedule_fraction: float = 1.0
-    """Share of the budget's updates over which the linear schedule reaches 0 (then stays there)."""
+    """Share of the budget's updates over which the linear schedule reaches 0 (then stays there), or
+    the cosine schedule's T_max."""
+    minibatch_replacement: bool = False
+    """Draw minibatch indices with replacement (some transitions twice, some never in an epoch)
+    instead of a permutation of the batch."""
     gamma: float = 0.99
     """Discount per step."""
     gae_lambda: float = 0.95
@@ -289,7 +295,7 @@ class Config:
         problems += [f"{key} must be > 0 (got {value})" for key, value in positives.items() if value <= 0]
         choices = {
             "env.backend": (self.env.backend, ("auto", "numpy", "sync")),
-            "ppo.lr_schedule": (self.ppo.lr_schedule, ("linear", "constant")),
+            "ppo.lr_schedule": (self.ppo.lr_schedule, ("linear", "cosine", "constant")),
             "ppo.clip_schedule": (self.ppo.clip_schedule, ("linear", "constant")),
             "ppo.value_loss": (self.ppo.value_loss, ("l2", "smooth_l1")),
             "ppo.loss_impl": (self.ppo.loss_impl, ("lean", "torchrl")),

@@ -438,7 +438,7 @@ def rule_explained_variance(v: RunView) -> list[Finding]:
 
 def rule_lr_schedule(v: RunView) -> list[Finding]:
     frames, lr = v.present("opt/lr")
-    if v.config.algo != "ppo" or v.did_well or not len(lr) or v.config.ppo.lr_schedule != "linear":
+    if v.config.algo != "ppo" or v.did_well or not len(lr) or v.config.ppo.lr_schedule == "constant":
         return []
     dead = frames[lr <= 1e-3 * v.config.ppo.lr]
     if len(dead) and dead[0] < 0.9 * v.budget and frames[-1] > dead[0]:

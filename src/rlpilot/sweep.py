@@ -209,3 +209,51 @@ def render_table(rows: list[dict], seeds: int) -> str:
         f"({BOOTSTRAP_SAMPLES} resamples). Final eval: each run's last greedy evaluation."
     )
     return "\n".join(lines) + "\n"
+
+
+# What we measured for peers, with the command (Stable-Baselines3 + RL Zoo hyperparameters, this machine).
+PEERS = {
+    "ppo-cartpole": "SB3 PPO (Zoo): solved 5/5, median 14,336 frames, 4.11 s "
+    "(`python benchmarks/time_to_solve.py --seeds 5 --algos ppo`)",
+    "dqn-cartpole": "SB3 DQN (Zoo): solved 5/5, median 26,624 frames, 23.76 s "
+    "(`python benchmarks/time_to_solve.py --seeds 5 --algos dqn`)",
+}
+BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def run_bench(*, seeds: int, out: str | Path, workers: int, results: str | Path | None, ray: str | None = None) -> str:
+    """Every preset with ``seeds`` seeds (a sweep each), one table; written between markers in ``results``."""
+    from rlpilot.config import preset_names
+
+    out = Path(out)
+    lines = [
+        "| preset | env | budget (frames) | solved | final eval mean [95% CI] | final eval IQM [95% CI] | "
+        "frames to solve (median) | wall s to solve (median) | peer, measured here |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for preset in preset_names():
+        config = load_config(preset)
+        row = run_sweep(preset, seeds=seeds, grid=[], out=out / preset, workers=workers, ray=ray)["rows"][0]
+        frames = "-" if row["frames_to_solve_median"] is None else f"{row['frames_to_solve_median']:,.0f}"
+        wall = "-" if row["wall_s_to_solve_median"] is None else f"{row['wall_s_to_solve_median']:.2f}"
+        lines.append(
+            f"| `{preset}` | {config.env.id} | {config.train.total_frames:,} | {row['solved']}/{row['runs']} | "
+            f"{row['final_mean']:.1f} [{row['final_mean_ci'][0]:.1f}, {row['final_mean_ci'][1]:.1f}] | "
+            f"{row['final_iqm']:.1f} [{row['final_iqm_ci'][0]:.1f}, {row['final_iqm_ci'][1]:.1f}] | {frames} | "
+            f"{wall} | {PEERS.get(preset, 'not measured')} |"
+        )
+    table = "\n".join(lines) + (
+        f"\n\n{seeds} seeds per preset, each run stopping when solved; final eval = each run's last greedy "
+        f"evaluation. Command: `rlpilot bench --seeds {seeds}`.\n"
+    )
+    atomic_write(out / "bench.md", table)
+    if results is not None:
+        path = Path(results)
+        text = path.read_text() if path.exists() else ""
+        block = f"{BENCH_START}\n{table}{BENCH_END}"
+        if BENCH_START in text and BENCH_END in text:
+            text = text[: text.index(BENCH_START)] + block + text[text.index(BENCH_END) + len(BENCH_END) :]
+        else:
+            text = text.rstrip() + "\n\n## Every preset (`rlpilot bench`)\n\n" + block + "\n"
+        atomic_write(path, text)
+    return table

@@ -125,6 +125,15 @@ class PPO:
         """Share of the schedule still ahead (1 → 0 over ``fraction`` of the budget's updates)."""
         return max(0.0, 1.0 - self.updates / max(1.0, fraction * self.config.num_updates))
 
+    def _lr_factor(self) -> float:
+        cfg = self.config.ppo
+        if cfg.lr_schedule == "linear":
+            return self._anneal(cfg.lr_schedule_fraction)
+        if cfg.lr_schedule == "cosine":
+            t_max = max(1.0, cfg.lr_schedule_fraction * self.config.num_updates)
+            return 0.5 * (1.0 + math.cos(math.pi * self.updates / t_max))
+        return 1.0
+
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         cfg = self.config.ppo
         with torch.no_grad():
@@ -140,10 +149,13 @@ class PPO:
         sums = torch.zeros(len(STEP_METRICS), device=self.device)
         skipped = 0
         for _ in range(cfg.epochs):
-            order = torch.randperm(flat.shape[0], device=self.device)
+            if cfg.minibatch_replacement:
+                order = torch.randint(flat.shape[0], (flat.shape[0],), device=self.device)
+            else:
+                order = torch.randperm(flat.shape[0], device=self.device)
             for index in order[: n_minibatches * size].view(n_minibatches, size):
                 remaining = self._anneal()
-                lr_left = self._anneal(cfg.lr_schedule_fraction) if cfg.lr_schedule == "linear" else 1.0
+                lr_left = self._lr_factor()
                 lr = cfg.lr * lr_left * self.guard.lr_scale
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
