@@ -221,7 +221,15 @@ PEERS = {
 BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
-def run_bench(*, seeds: int, out: str | Path, workers: int, results: str | Path | None, ray: str | None = None) -> str:
+def run_bench(
+    *,
+    seeds: int,
+    out: str | Path,
+    workers: int,
+    results: str | Path | None,
+    ray: str | None = None,
+    presets: list[str] | None = None,
+) -> str:
     """Every preset with ``seeds`` seeds (a sweep each), one table; written between markers in ``results``."""
     from rlpilot.config import preset_names
 
@@ -231,7 +239,7 @@ def run_bench(*, seeds: int, out: str | Path, workers: int, results: str | Path 
         "frames to solve (median) | wall s to solve (median) | peer, measured here |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for preset in preset_names():
+    for preset in presets or preset_names():
         config = load_config(preset)
         row = run_sweep(preset, seeds=seeds, grid=[], out=out / preset, workers=workers, ray=ray)["rows"][0]
         frames = "-" if row["frames_to_solve_median"] is None else f"{row['frames_to_solve_median']:,.0f}"
@@ -244,7 +252,8 @@ def run_bench(*, seeds: int, out: str | Path, workers: int, results: str | Path 
         )
     table = "\n".join(lines) + (
         f"\n\n{seeds} seeds per preset, each run stopping when solved; final eval = each run's last greedy "
-        f"evaluation. Command: `rlpilot bench --seeds {seeds}`.\n"
+        f"evaluation; wall time measured with {workers} runs at a time. Command: "
+        f"`rlpilot bench --seeds {seeds} --workers {workers}`.\n"
     )
     atomic_write(out / "bench.md", table)
     if results is not None:

@@ -102,3 +102,23 @@ def test_sweep_on_a_local_ray_cluster_stays_on_loopback(tmp_path):
             [load_run(tmp_path / point_name([f"ppo.epochs={epochs}"]) / f"s{s}").last_eval for s in range(2)]
         )
         assert row["final_mean"] == pytest.approx(finals.mean())
+
+
+def test_bench_writes_its_table_between_markers(tmp_path):
+    from rlpilot.sweep import run_bench
+
+    results = tmp_path / "results.md"
+    results.write_text("# Results\n\nkept\n\n<!-- bench:start -->\nold table\n<!-- bench:end -->\n\ntail kept\n")
+    table = run_bench(
+        seeds=2,
+        out=tmp_path / "bench",
+        workers=2,
+        results=results,
+        presets=["ppo-cartpole"],
+    )
+    text = results.read_text()
+    assert "old table" not in text and "kept" in text and "tail kept" in text and table in text
+    row = next(line for line in table.splitlines() if line.startswith("| `ppo-cartpole`"))
+    runs = [load_run(tmp_path / "bench" / "ppo-cartpole" / "default" / f"s{s}") for s in range(2)]
+    assert f"| {sum(r.status == 'solved' for r in runs)}/2 |" in row
+    assert f"{np.mean([r.last_eval for r in runs]):.1f} [" in row

@@ -7,11 +7,13 @@ from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
 
 
 def rollout(order: str) -> torch.Tensor:
-    norm = ObservationNorm(loc=torch.full((4,), 0.5), scale=torch.full((4,), 2.0), in_keys=["observation"],
-                           standard_normal=True)
+    norm = ObservationNorm(
+        loc=torch.full((4,), 0.5), scale=torch.full((4,), 2.0), in_keys=["observation"], standard_normal=True
+    )
     transforms = [norm, StepCounter()] if order == "norm_first" else [StepCounter(), norm]
-    env = TransformedEnv(GymVectorEnv(CartPoleVectorEnvNoAutoreset(num_envs=2, max_episode_steps=500)),
-                         Compose(*transforms))
+    env = TransformedEnv(
+        GymVectorEnv(CartPoleVectorEnvNoAutoreset(num_envs=2, max_episode_steps=500)), Compose(*transforms)
+    )
     env.set_seed(0)
     torch.manual_seed(0)
     return env.rollout(50, break_when_any_done=False)
