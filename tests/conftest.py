@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 os.environ.setdefault("MPLBACKEND", "Agg")
+# before anything imports torchrl (which imports ray when installed): local Ray clusters stay on loopback
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,12 @@ torch/torchrl load when a function that needs them is first called.
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+# Ray reads this when it is imported (torchrl imports ray when it is installed): with it, a local Ray
+# cluster binds every listener to 127.0.0.1 instead of the machine's external interface.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 __version__ = "0.1.0"
 

@@ -128,8 +128,15 @@ def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> No
         raise UserError("--ray needs Ray: pip install 'rlpilot[dist]'") from None
     started = not ray.is_initialized()
     if started:
-        if address == "local":  # loopback only: the env var above and the node address below
+        if address == "local":  # loopback only: the env var (set when rlpilot is imported) and the node address
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+            bound = ray.get_runtime_context().gcs_address
+            if not bound.startswith("127.0.0.1:"):
+                ray.shutdown()
+                raise UserError(
+                    f"the local Ray cluster bound {bound}, not loopback: Ray was imported before rlpilot; "
+                    "set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in the environment and run again"
+                )
         else:
             ray.init(address=address, log_to_driver=False)
     try:
