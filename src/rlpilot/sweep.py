@@ -196,6 +196,18 @@ def summarize(out: Path, grid_points: list[list[str]], seeds: int) -> dict:
     return {"rows": rows, "table": table}
 
 
+def _result_cells(row: dict) -> str:
+    """solved | mean [CI] | IQM [CI] | frames to solve | wall s to solve: one table row's result cells."""
+    frames = "-" if row["frames_to_solve_median"] is None else f"{row['frames_to_solve_median']:,.0f}"
+    wall = "-" if row["wall_s_to_solve_median"] is None else f"{row['wall_s_to_solve_median']:.2f}"
+    mean_low, mean_high = row["final_mean_ci"]
+    iqm_low, iqm_high = row["final_iqm_ci"]
+    return (
+        f"{row['solved']}/{row['runs']} | {row['final_mean']:.1f} [{mean_low:.1f}, {mean_high:.1f}] | "
+        f"{row['final_iqm']:.1f} [{iqm_low:.1f}, {iqm_high:.1f}] | {frames} | {wall}"
+    )
+
+
 def render_table(rows: list[dict], seeds: int) -> str:
     lines = [
         "| grid point | solved | final eval mean [95% CI] | final eval IQM [95% CI] | frames to solve "
@@ -203,13 +215,7 @@ def render_table(rows: list[dict], seeds: int) -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        frames = "-" if r["frames_to_solve_median"] is None else f"{r['frames_to_solve_median']:,.0f}"
-        wall = "-" if r["wall_s_to_solve_median"] is None else f"{r['wall_s_to_solve_median']:.2f}"
-        lines.append(
-            f"| {r['point']} | {r['solved']}/{r['runs']} | {r['final_mean']:.1f} [{r['final_mean_ci'][0]:.1f}, "
-            f"{r['final_mean_ci'][1]:.1f}] | {r['final_iqm']:.1f} [{r['final_iqm_ci'][0]:.1f}, "
-            f"{r['final_iqm_ci'][1]:.1f}] | {frames} | {wall} |"
-        )
+        lines.append(f"| {r['point']} | {_result_cells(r)} |")
     lines.append("")
     lines.append(
         f"{seeds} seeds per grid point; intervals: percentile bootstrap over seeds "
@@ -249,13 +255,9 @@ def run_bench(
     for preset in presets or preset_names():
         config = load_config(preset)
         row = run_sweep(preset, seeds=seeds, grid=[], out=out / preset, workers=workers, ray=ray)["rows"][0]
-        frames = "-" if row["frames_to_solve_median"] is None else f"{row['frames_to_solve_median']:,.0f}"
-        wall = "-" if row["wall_s_to_solve_median"] is None else f"{row['wall_s_to_solve_median']:.2f}"
         lines.append(
-            f"| `{preset}` | {config.env.id} | {config.train.total_frames:,} | {row['solved']}/{row['runs']} | "
-            f"{row['final_mean']:.1f} [{row['final_mean_ci'][0]:.1f}, {row['final_mean_ci'][1]:.1f}] | "
-            f"{row['final_iqm']:.1f} [{row['final_iqm_ci'][0]:.1f}, {row['final_iqm_ci'][1]:.1f}] | {frames} | "
-            f"{wall} | {PEERS.get(preset, 'not measured')} |"
+            f"| `{preset}` | {config.env.id} | {config.train.total_frames:,} | {_result_cells(row)} | "
+            f"{PEERS.get(preset, 'not measured')} |"
         )
     table = "\n".join(lines) + (
         f"\n\n{seeds} seeds per preset, each run stopping when solved; final eval = each run's last greedy "
