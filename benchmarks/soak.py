@@ -91,22 +91,20 @@ def main() -> None:
     }
     (out / "soak.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
-    import matplotlib
+    from rlpilot.plot import finish_figure, new_axes
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=120)
+    fig, ax = new_axes(height=3.5)
     ax.plot([t / 60 for t, _, _ in samples], [rss for _, rss, _ in samples], color="tab:blue")
     ax.axvline(args.warmup_minutes, color="gray", linestyle="--", linewidth=1, label="end of warm-up")
     ax.axhline(warm[0] * 1.1, color="tab:red", linestyle=":", linewidth=1, label="+10% of post-warm-up RSS")
-    ax.set_xlabel("minutes")
-    ax.set_ylabel("resident memory (MB)")
-    ax.set_title(f"ppo-cartpole soak: {samples[-1][2]:,} frames, RSS growth {growth:+.1f}% after warm-up")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "soak.png")
+    finish_figure(
+        fig,
+        ax,
+        out / "soak.png",
+        xlabel="minutes",
+        ylabel="resident memory (MB)",
+        title=f"ppo-cartpole soak: {samples[-1][2]:,} frames, RSS growth {growth:+.1f}% after warm-up",
+    )
     print(f"verdict: {'PASS' if peak < 10 else 'FAIL'} (peak growth after warm-up {peak:+.1f}%, target < 10%)")
 
 

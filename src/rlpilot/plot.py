@@ -35,6 +35,35 @@ T95 = {
 }
 
 
+def new_axes(height: float = 4.0):
+    """A figure and axes on the non-interactive backend (rlpilot only ever writes files)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(7, height), dpi=120)
+
+
+def finish_figure(fig, ax, path: str | Path, *, xlabel: str, ylabel: str, title: str) -> Path:
+    """Labels, grid and legend, then an atomic write (temp file, rename): never half an image."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
 def series(run: Run, key: str, x_key: str = "frames") -> tuple[np.ndarray, np.ndarray]:
     rows = [row for row in run.metrics() if key in row and x_key in row]
     return np.array([row[x_key] for row in rows]), np.array([row[key] for row in rows])
@@ -104,13 +133,8 @@ def curve_data(runs: list[Run], x: str = "frames") -> dict:
 
 
 def plot_runs(runs: list[Run], out: str | Path, *, x: str = "frames", solved_at: float | None = None) -> dict:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     data = curve_data(runs, x)
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    fig, ax = new_axes()
     if data["kind"] == "single":
         if len(data["train_x"]):
             ax.plot(
@@ -170,18 +194,7 @@ def plot_runs(runs: list[Run], out: str | Path, *, x: str = "frames", solved_at:
         title = f"{config.algo} on {config.env.id}: {data['n']} runs"
     if solved_at is not None:
         ax.axhline(solved_at, color="gray", linestyle="--", linewidth=1, label=f"solved at {solved_at:g}")
-    ax.set_xlabel(X_KEYS[x][1])
-    ax.set_ylabel("episode return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(out)
+    finish_figure(fig, ax, out, xlabel=X_KEYS[x][1], ylabel="episode return", title=title)
     return data
 
 
@@ -193,15 +206,10 @@ def plot_run(run: Run, out: str | Path | None = None, *, solved_at: float | None
 
 def plot_points(out: Path, grid_points: list[list[str]], seeds: int, path: Path) -> None:
     """Sweep figure: per grid point, the mean greedy evaluation over seeds with its 95% band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from rlpilot.runs import load_run
     from rlpilot.sweep import point_name
 
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    fig, ax = new_axes()
     for point in grid_points:
         runs = [load_run(out / point_name(point) / f"s{seed}") for seed in range(seeds)]
         data = curve_data(runs) if len(runs) > 1 else None
@@ -210,13 +218,11 @@ def plot_points(out: Path, grid_points: list[list[str]], seeds: int, path: Path)
         label = " ".join(point) or "(preset)"
         ax.plot(data["grid"], data["mean"], linewidth=2, label=f"{label} (n={data['n']})")
         ax.fill_between(data["grid"], data["low"], data["high"], alpha=0.2)
-    ax.set_xlabel("environment frames")
-    ax.set_ylabel("greedy evaluation return")
-    ax.set_title(f"sweep: mean over {seeds} seeds, 95% band")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    finish_figure(
+        fig,
+        ax,
+        path,
+        xlabel="environment frames",
+        ylabel="greedy evaluation return",
+        title=f"sweep: mean over {seeds} seeds, 95% band",
+    )
