@@ -129,6 +129,9 @@ class TrainConfig:
     """torch intra-op threads. Small MLPs are fastest on one thread (thread sync costs more than it saves)."""
     log_every_frames: int = 2_048
     """Frames between rows of ``metrics.csv``."""
+    max_seconds: float | None = None
+    """Wall-clock budget in seconds (evaluation included): the run stops (status ``finished``) at the
+    first batch boundary past it. ``None``: frames alone bound the run."""
     solved_consecutive: int = 1
     """Evaluations in a row at or above the threshold that make the run solved."""
     milestone_return: float | None = None
@@ -313,6 +316,8 @@ class Config:
             for key, (value, allowed) in choices.items()
             if value not in allowed
         ]
+        if self.train.max_seconds is not None and self.train.max_seconds <= 0:
+            problems.append(f"train.max_seconds must be > 0 (got {self.train.max_seconds}); null for no limit")
         if self.env.reward_scale < 0:
             problems.append(f"env.reward_scale must be >= 0 (got {self.env.reward_scale}); 0 silences rewards")
         unit_interval = (

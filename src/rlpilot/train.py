@@ -175,7 +175,10 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
                     "train/reward_mean": float(reward.mean()),
                     "train/reward_std": float(reward.std()),
                 }
-                done = progress.frames >= config.train.total_frames
+                out_of_time = (
+                    config.train.max_seconds is not None and time.perf_counter() - start >= config.train.max_seconds
+                )
+                done = progress.frames >= config.train.total_frames or out_of_time
                 if progress.frames >= next_eval or done:
                     next_eval += config.train.eval_every_frames
                     best_before = progress.best_eval
@@ -199,6 +202,9 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
                 bar.update(progress, elapsed)
                 milestones.status(progress, elapsed)
                 if progress.consecutive_solved >= config.train.solved_consecutive and config.train.stop_when_solved:
+                    break
+                if out_of_time:
+                    run.event("time_limit", seconds=round(elapsed, 3))
                     break
             if stop.requested:
                 status, reason = "interrupted", f"signal {stop.requested}"

@@ -46,3 +46,12 @@ def test_algo_on_any_env_derives_defaults(tmp_path):
     )
     result = train(config, run_root=str(tmp_path), show_progress=False)
     assert result.status == "finished" and result.frames == 512
+
+
+def test_time_budget_stops_the_run_with_a_final_eval(tmp_path):
+    overrides = ["train.max_seconds=1.5", "train.eval_every_frames=1000000", "train.eval_episodes=2"]
+    config = load_config("ppo-pendulum", overrides=overrides)
+    result = train(config, run_root=str(tmp_path), show_progress=False)
+    assert result.status == "finished" and 0 < result.frames < config.train.total_frames
+    assert any(e["event"] == "time_limit" for e in result.events())
+    assert "eval/return_mean" in result.metrics()[-1]
