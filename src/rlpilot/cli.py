@@ -43,7 +43,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     resolve_env(env_cfg.id)  # bad ids fail here, before torch-heavy work
     from rlpilot.envs.check import check_env
 
-    report = check_env(env_cfg, episodes=args.episodes, seed=args.seed)
+    report = check_env(env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame)
     print(report.render())
     return 0 if report.healthy else 1
 
@@ -215,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=20, help="random-policy episodes (default 20)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (env.*)")
+    p.add_argument("--frame", metavar="PNG", help="image observations: where to write the sample frame")
     p.set_defaults(func=_cmd_check)
 
     p = verbs.add_parser("train", help="train a preset, or an algorithm on any env")

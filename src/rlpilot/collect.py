@@ -68,7 +68,7 @@ class BatchCollector:
         self.on_nonfinite = on_nonfinite
         self.events: list[dict] = []  # drained by the training loop
         raw, _ = self.vector_env.reset(seed=seed)
-        self.observation = self.read_observation(raw)
+        self.observation = self.read_observation(raw, reset=True)
 
     def collect(self) -> TensorDict:
         n, steps = self.num_envs, self.steps
@@ -87,7 +87,7 @@ class BatchCollector:
             self.episodes.update(reward, done)
             if done.any():
                 raw, _ = self.vector_env.reset(options={"reset_mask": done})
-                self.observation = self.read_observation(raw)
+                self.observation = self.read_observation(raw, reset=done)
             else:
                 self.observation = next_observation
             observations.append(observation)

@@ -32,7 +32,8 @@ class EnvConfig:
     policy call (faster collection) but fewer updates per frame."""
     backend: str = "auto"
     """``auto``: gymnasium's numpy-vectorised env where one exists (CartPole), else a gymnasium
-    ``SyncVectorEnv``; ``numpy`` or ``sync`` force one."""
+    ``SyncVectorEnv``; ``numpy`` or ``sync`` force one; ``async``: ``AsyncVectorEnv``, one process per
+    env (worth it when a step is slow, e.g. CarRacing's ~1 ms, and there are cores to spare)."""
     normalize_obs: bool = False
     """Standardise observations with TorchRL's ``ObservationNorm`` (loc/scale measured once from
     random-policy rollouts, then fixed and saved with the run). Off for CartPole, whose scales are
@@ -49,6 +50,17 @@ class EnvConfig:
     """Override of the env's time limit (episodes are truncated there); ``None`` keeps gymnasium's."""
     kwargs: dict = field(default_factory=dict)
     """Keyword arguments passed to the environment's constructor."""
+    frame_stack: int = 1
+    """Image observations: frames stacked along channels (TorchRL's ``CatFrames``), so a CNN sees
+    motion; after a reset the first frame fills the stack. 1: no stacking. Ignored for vector observations."""
+    frame_size: int | None = None
+    """Image observations: resize frames to this many pixels square (TorchRL's ``Resize``);
+    ``None`` keeps the env's size."""
+    grayscale: bool = False
+    """Image observations: RGB frames to one gray channel (TorchRL's ``GrayScale``)."""
+    frame_skip: int = 1
+    """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
+    which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""
 
 
 @dataclass
@@ -57,6 +69,13 @@ class ModelConfig:
     """Units per hidden layer, for actor and critic alike (separate networks)."""
     activation: str = "tanh"
     """``tanh`` (the PPO default in CleanRL, SB3 and the Zoo) or ``relu``."""
+    encoder: str = "auto"
+    """``auto``: a CNN for image observations (``[H, W, C]`` per env), else none; ``cnn`` or ``mlp`` force
+    one. The CNN feeds ``hidden_sizes`` (the MLP head) with its flattened features."""
+    cnn_layers: list = field(default_factory=list)
+    """CNN conv layers as ``[out_channels, kernel, stride]`` triples (ReLU after each). Empty: derived
+    from the frame size: Nature-DQN's ``[[32, 8, 4], [64, 4, 2], [64, 3, 1]]`` for frames of 36 px and
+    more, MinAtar's ``[[16, 3, 1]]`` for smaller ones."""
 
 
 @dataclass
@@ -294,10 +313,17 @@ class Config:
             "train.checkpoint_every_frames": self.train.checkpoint_every_frames,
             "train.milestone_every_frames": self.train.milestone_every_frames,
             "guard.max_trips": self.guard.max_trips,
+            "env.frame_stack": self.env.frame_stack,
+            "env.frame_skip": self.env.frame_skip,
         }
+        if self.env.frame_size is not None and self.env.frame_size <= 0:
+            problems.append(f"env.frame_size must be > 0 (got {self.env.frame_size}); null keeps the env's size")
+        bad_layers = [layer for layer in self.model.cnn_layers if not (isinstance(layer, list) and len(layer) == 3)]
+        if bad_layers:
+            problems.append(f"model.cnn_layers: each layer is [out_channels, kernel, stride] (got {bad_layers[0]!r})")
         problems += [f"{key} must be > 0 (got {value})" for key, value in positives.items() if value <= 0]
         choices = {
-            "env.backend": (self.env.backend, ("auto", "numpy", "sync")),
+            "env.backend": (self.env.backend, ("auto", "numpy", "sync", "async")),
             "ppo.lr_schedule": (self.ppo.lr_schedule, ("linear", "cosine", "constant")),
             "ppo.clip_schedule": (self.ppo.clip_schedule, ("linear", "constant")),
             "ppo.value_loss": (self.ppo.value_loss, ("l2", "smooth_l1")),
@@ -309,6 +335,7 @@ class Config:
             "dqn.loss": (self.dqn.loss, ("huber", "l2")),
             "guard.on_nonfinite_obs": (self.guard.on_nonfinite_obs, ("reset", "stop")),
             "model.activation": (self.model.activation, ("tanh", "relu")),
+            "model.encoder": (self.model.encoder, ("auto", "mlp", "cnn")),
             "train.device": (self.train.device, ("auto", "cpu", "cuda")),
         }
         problems += [

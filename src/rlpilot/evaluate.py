@@ -54,11 +54,12 @@ def evaluate(
     returns, lengths, seen = [], [], set()
     for round_index in range((episodes + n - 1) // n):
         raw, _ = vector_env.reset(seed=seed + round_index * n)
+        observation = read(raw, reset=True)
         episode_return = np.zeros(n)
         episode_length = np.zeros(n, dtype=np.int64)
         active = np.ones(n, dtype=bool)
         while active.any():
-            env_action = env.base_env.env_action(greedy_action(read(raw)))
+            env_action = env.base_env.env_action(greedy_action(observation))
             if env_action.dtype.kind in "iu":  # actions as the env receives them
                 seen.update(env_action[active].reshape(-1).tolist())
             raw, reward, terminated, truncated, _ = vector_env.step(env_action)
@@ -66,8 +67,10 @@ def evaluate(
             episode_length += active
             done = terminated | truncated
             active &= ~done
+            observation = read(raw)
             if done.any():  # reset every finished env (vector envs refuse to step them), ignore them from now on
                 raw, _ = vector_env.reset(options={"reset_mask": done})
+                observation = read(raw, reset=done)
         returns.append(episode_return)
         lengths.append(episode_length)
     keep = slice(0, episodes)

@@ -143,6 +143,12 @@ def export_run(
     policy = load_policy(run_path, checkpoint)
     config = policy.run.config()
     probe_env = policy.make_env(num_envs=1)
+    if len(probe_env.observation_spec["observation"].shape) != 2:
+        probe_env.close()
+        raise UserError(
+            "export does not support image observations yet: the artifact would need the pixel chain "
+            "(ToTensorImage, GrayScale, Resize, CatFrames) outside the network; use `rlpilot eval RUN` instead"
+        )
     obs_dim = int(probe_env.observation_spec["observation"].shape[-1])
     action_spec = probe_env.full_action_spec_unbatched["action"]
     probe_env.close()

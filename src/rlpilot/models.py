@@ -32,10 +32,65 @@ def observation_size(observation_spec) -> int:
     spec = observation_spec["observation"]
     if len(spec.shape) != 2:
         raise UserError(
-            f"observation of shape {tuple(spec.shape[1:])}: the MLP policies need a flat vector "
-            "(pixel observations need a CNN encoder, which this version does not ship)"
+            f"observation of shape {tuple(spec.shape[1:])}: an MLP needs a flat vector; image observations "
+            "([C, H, W] after the pixel chain) need model.encoder=cnn (or auto)"
         )
     return int(spec.shape[-1])
+
+
+NATURE_CNN = [[32, 8, 4], [64, 4, 2], [64, 3, 1]]  # Mnih et al. 2015, CleanRL's PPO Atari, SB3's NatureCNN
+MINATAR_CNN = [[16, 3, 1]]  # Young & Tian 2019 (MinAtar): one 3x3 conv for 10x10 frames
+
+
+class ConvEncoder(nn.Module):
+    """Conv layers (ReLU after each) and a flatten, over any leading batch dims: ``[..., C, H, W] -> [..., F]``."""
+
+    def __init__(self, in_shape: tuple[int, int, int], layers: list):
+        super().__init__()
+        convs: list[nn.Module] = []
+        channels = in_shape[0]
+        for out_channels, kernel, stride in layers:
+            conv = nn.Conv2d(channels, int(out_channels), int(kernel), int(stride))
+            nn.init.orthogonal_(conv.weight, 2**0.5)
+            nn.init.zeros_(conv.bias)
+            convs += [conv, nn.ReLU()]
+            channels = int(out_channels)
+        self.convs = nn.Sequential(*convs)
+        self.in_shape = tuple(in_shape)
+        with torch.no_grad():
+            self.out_features = int(self.convs(torch.zeros(1, *in_shape)).numel())
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        lead = observation.shape[:-3]
+        features = self.convs(observation.reshape(-1, *self.in_shape)).flatten(1)
+        return features.reshape(*lead, self.out_features)
+
+
+def cnn_layers(in_shape: tuple[int, int, int], cfg: ModelConfig) -> list:
+    """``model.cnn_layers``, or the default for the frame size (Nature CNN needs at least 36 px)."""
+    if cfg.cnn_layers:
+        return cfg.cnn_layers
+    return NATURE_CNN if min(in_shape[1:]) >= 36 else MINATAR_CNN
+
+
+def network(observation_spec, out_features: int, cfg: ModelConfig, *, out_gain: float = 1.0) -> nn.Module:
+    """Observation -> ``out_features``: an MLP for vectors; for images (``[C, H, W]``) a CNN, sized from
+    the spec, feeding the MLP head (``model.hidden_sizes``)."""
+    spec = observation_spec["observation"]
+    image = len(spec.shape) == 4
+    encoder = cfg.encoder if cfg.encoder != "auto" else ("cnn" if image else "mlp")
+    if encoder == "mlp":
+        return mlp(observation_size(observation_spec), out_features, cfg, out_gain=out_gain)
+    if not image:
+        raise UserError(
+            f"model.encoder=cnn needs image observations ([H, W, C] per env); this env's are {tuple(spec.shape[1:])}"
+        )
+    in_shape = tuple(int(d) for d in spec.shape[1:])
+    try:
+        conv = ConvEncoder(in_shape, cnn_layers(in_shape, cfg))
+    except RuntimeError as exc:  # a kernel larger than what is left of the frame
+        raise UserError(f"model.cnn_layers do not fit frames of shape {in_shape}: {str(exc).splitlines()[0]}") from None
+    return nn.Sequential(conv, mlp(conv.out_features, out_features, cfg, out_gain=out_gain))
 
 
 def action_kind(action_spec: TensorSpec, *, algo: str = "ppo") -> str:

@@ -11,13 +11,22 @@ from rlpilot.runs import load_run
 from rlpilot.train import train
 
 
+# Presets whose env steps slowly (CarRacing: ~1 ms a frame plus a CNN) get smaller batches and short
+# episodes here, so the smoke test stays under ~20 s; the pipeline is the same.
+SMOKE_OVERRIDES = {
+    name: ["env.num_envs=2", "ppo.steps_per_env=32", "ppo.minibatch_size=32", "env.max_episode_steps=60"]
+    for name in ("ppo-carracing", "ppo-carracing-discrete")
+}
+
+
 @pytest.mark.parametrize("preset", preset_names())
 def test_preset_runs_and_writes_the_run_directory(preset, tmp_path):
-    config = load_config(preset, overrides=["train.eval_episodes=3"])
+    shrink = SMOKE_OVERRIDES.get(preset, [])
+    config = load_config(preset, overrides=["train.eval_episodes=3"] + shrink)
     tiny = config.frames_per_batch * 2
     learn_at_once = ["dqn.learning_starts=0"] if config.algo == "dqn" else []
     overrides = [f"train.total_frames={tiny}", f"train.eval_every_frames={tiny}", "train.eval_episodes=3"]
-    config = load_config(preset, overrides=overrides + learn_at_once)
+    config = load_config(preset, overrides=overrides + learn_at_once + shrink)
     result = train(config, run_root=str(tmp_path), show_progress=False)
     run = load_run(result.path)
     assert result.frames == tiny

@@ -21,7 +21,7 @@ from torchrl.modules import EGreedyModule, QValueModule
 from torchrl.objectives import DQNLoss, HardUpdate, SoftUpdate
 
 from rlpilot.config import Config
-from rlpilot.models import GreedyActor, action_kind, mlp, observation_size
+from rlpilot.models import GreedyActor, action_kind, network
 from rlpilot.monitor import Guard
 
 STORED_KEYS = (
@@ -43,7 +43,7 @@ class DQN:
         spec = env.full_action_spec_unbatched["action"].to(device)
         action_kind(spec, algo="dqn")  # one clear error for continuous action spaces
         self.num_actions = int(spec.n)
-        self.q_net = mlp(observation_size(env.observation_spec), self.num_actions, config.model).to(device)
+        self.q_net = network(env.observation_spec, self.num_actions, config.model).to(device)
         self.target_net = copy.deepcopy(self.q_net).requires_grad_(False)
         self.greedy_module = GreedyActor(self.q_net)
         q_values = TensorDictModule(self.q_net, in_keys=["observation"], out_keys=["action_value"])

@@ -22,7 +22,7 @@ from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
 
 from rlpilot.config import Config
-from rlpilot.models import GaussianHead, GreedyActor, action_kind, mlp, observation_size
+from rlpilot.models import GaussianHead, GreedyActor, action_kind, network
 from rlpilot.monitor import Guard
 
 # loss outputs averaged over the updates of a batch, and their metric names (grad norm last)
@@ -36,13 +36,13 @@ class PPO:
         self.config = config
         cfg = config.ppo
         self.device = device
-        obs_dim = observation_size(env.observation_spec)
+        obs_spec = env.observation_spec
         spec = env.full_action_spec_unbatched["action"].to(device)
         self.kind = action_kind(spec)
         one_hot_spec = isinstance(spec, OneHot)
         if self.kind == "discrete":
             n = int(spec.space.n)
-            actor_net = mlp(obs_dim, n, config.model, out_gain=0.01)
+            actor_net = network(obs_spec, n, config.model, out_gain=0.01)
             param_keys = ["logits"]
             choice = (
                 cfg.distribution
@@ -56,14 +56,14 @@ class PPO:
         else:
             action_dim = int(spec.shape[-1])
             actor_net = GaussianHead(
-                mlp(obs_dim, action_dim, config.model, out_gain=0.01), action_dim, cfg.init_log_std
+                network(obs_spec, action_dim, config.model, out_gain=0.01), action_dim, cfg.init_log_std
             )
             param_keys = ["loc", "scale"]
             self.distribution_class = TanhNormal
             # actions are squashed into exactly [low, high] of the Box: no clipping, no bias at the bounds
             self.distribution_kwargs = {"low": spec.space.low, "high": spec.space.high}
         self.actor_net = actor_net.to(device)
-        self.critic_net = mlp(obs_dim, 1, config.model, out_gain=1.0).to(device)
+        self.critic_net = network(obs_spec, 1, config.model, out_gain=1.0).to(device)
         self.explore_policy = ProbabilisticActor(
             TensorDictModule(self.actor_net, in_keys=["observation"], out_keys=param_keys),
             in_keys=param_keys,

@@ -21,18 +21,23 @@ import torch
 from gymnasium.error import DependencyNotInstalled
 from gymnasium.vector import AutoresetMode
 from torchrl.envs import (
+    CatFrames,
     CatTensors,
     Compose,
     DoubleToFloat,
+    GrayScale,
     ObservationNorm,
+    Resize,
     RewardScaling,
     RewardSum,
     StepCounter,
+    ToTensorImage,
     TransformedEnv,
 )
 
 from rlpilot.config import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
+from rlpilot.envs.pixels import FrameReader, frame_stack_transform, frame_transforms, is_image_spec
 from rlpilot.errors import UserError
 
 # gymnasium ids with a numpy-vectorised implementation that can run without autoreset.
@@ -43,6 +48,23 @@ NUMPY_VECTOR_ENVS: dict[str, type] = {
 
 # gymnasium raises DependencyNotInstalled for these families; the extra that brings them.
 EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "pygame": "classic-control", "ale_py": "atari"}
+
+
+# gymnasium namespaces whose ids a package registers on import: (module, its register function or None, extra)
+NAMESPACES = {"MinAtar": ("minatar.gym", "register_envs", "pixels")}
+
+
+def _register_namespace(env_id: str) -> None:
+    namespace = env_id.partition("/")[0] if "/" in env_id else None
+    if namespace not in NAMESPACES or env_id in gym.registry:
+        return
+    module_name, register, extra = NAMESPACES[namespace]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise UserError(f"'{env_id}' needs the {extra} extra: pip install 'rlpilot[{extra}]'") from None
+    if register is not None:
+        getattr(module, register)()
 
 
 def resolve_env(env_id: str) -> tuple[Callable[..., gym.Env] | None, str | None]:
@@ -64,6 +86,7 @@ def resolve_env(env_id: str) -> tuple[Callable[..., gym.Env] | None, str | None]
         if isinstance(candidate, type) and issubclass(candidate, gym.Env):
             return candidate, None
         env_id = attr
+    _register_namespace(env_id)
     if env_id not in gym.registry:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
@@ -82,8 +105,11 @@ def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
             env = env_class(**env_cfg.kwargs)
             if env_cfg.max_episode_steps is not None:
                 env = gym.wrappers.TimeLimit(env, env_cfg.max_episode_steps)
-            return env
-        return gym.make(env_id, max_episode_steps=env_cfg.max_episode_steps, **env_cfg.kwargs)
+        else:
+            env = gym.make(env_id, max_episode_steps=env_cfg.max_episode_steps, **env_cfg.kwargs)
+        if env_cfg.frame_skip > 1:
+            env = gym.wrappers.MaxAndSkipObservation(env, skip=env_cfg.frame_skip)
+        return env
 
     return thunk
 
@@ -102,6 +128,9 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             max_steps = env_cfg.max_episode_steps or gym.spec(env_cfg.id).max_episode_steps
             return numpy_class(num_envs=num_envs, max_episode_steps=max_steps)
         thunk = _make_single(env_cfg)
+        if backend == "async":
+            thunk().close()  # a missing dependency fails here, with its own message, not in a worker
+            return gym.vector.AsyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
         return gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
     except DependencyNotInstalled as exc:
         text = str(exc)
@@ -139,6 +168,8 @@ def make_env(
     )
     transforms = []
     obs_keys = _observation_keys(base)
+    if obs_keys == ["observation"] and is_image_spec(base.observation_spec["observation"]):
+        return _make_pixel_env(base, env_cfg, seed=seed)
     doubles = [k for k in obs_keys if base.observation_spec[k].dtype == torch.float64]
     if doubles:
         transforms.append(DoubleToFloat(in_keys=doubles))
@@ -172,6 +203,21 @@ def make_env(
     return env
 
 
+def _make_pixel_env(base: GymVectorEnv, env_cfg: EnvConfig, *, seed: int | None) -> TransformedEnv:
+    """Image observations: the frame chain of :mod:`rlpilot.envs.pixels`, then episode bookkeeping."""
+    env = TransformedEnv(base, Compose(*frame_transforms(base.observation_spec["observation"], env_cfg)))
+    stack = frame_stack_transform(env_cfg)
+    if stack is not None:
+        env.append_transform(stack)
+    env.append_transform(StepCounter())
+    env.append_transform(RewardSum())
+    if env_cfg.reward_scale != 1.0:
+        env.append_transform(RewardScaling(loc=0.0, scale=env_cfg.reward_scale, standard_normal=False))
+    if seed is not None:
+        env.set_seed(seed)
+    return env
+
+
 def measure_observation_stats(env: TransformedEnv, frames: int) -> dict:
     """loc/scale of ``"observation"`` under a random policy, over all envs (episodes reset as they end)."""
     rollout = env.rollout(max(2, frames // env.batch_size.numel()), break_when_any_done=False)
@@ -179,19 +225,25 @@ def measure_observation_stats(env: TransformedEnv, frames: int) -> dict:
     return {"loc": flat.mean(0), "scale": flat.std(0).clamp_min(1e-4)}
 
 
-def observation_reader(env: TransformedEnv, *, normalize: bool = True) -> Callable[[object], torch.Tensor]:
+def observation_reader(env: TransformedEnv, *, normalize: bool = True) -> Callable[..., torch.Tensor]:
     """Maps the gymnasium vector env's raw observation to the chain's ``"observation"`` tensor.
 
     The fast path for :class:`BatchCollector` and evaluation: the same casts, concatenation and
     ``ObservationNorm`` (its own loc/scale buffers) as the TorchRL chain, without a TensorDict per step.
     ``normalize=False`` stops before the normalisation: what an exported policy takes as input.
+    Image observations get a :class:`~rlpilot.envs.pixels.FrameReader` (stateful when frames are
+    stacked): callers pass ``reset=mask`` (or ``True``) when ``raw`` comes from a (partial) reset.
     """
     base: GymVectorEnv = env.base_env
     device = base.device
+    if _observation_keys(base) == ["observation"] and is_image_spec(base.observation_spec["observation"]):
+        stack = next((t for t in env.transform if isinstance(t, CatFrames)), None)
+        frames = [t for t in env.transform if isinstance(t, (ToTensorImage, GrayScale, Resize))]
+        return FrameReader(frames, stack.N if stack is not None else 1, device)
     keys = [k for k in _observation_keys(base)]
     norm = next((t for t in env.transform if isinstance(t, ObservationNorm)), None) if normalize else None
 
-    def read(raw) -> torch.Tensor:
+    def read(raw, reset=None) -> torch.Tensor:  # reset: which envs were just reset (only frame stacks care)
         if isinstance(raw, dict):
             parts = [np.asarray(raw[k]).reshape(base.num_envs, -1) for k in keys]
             array = np.concatenate(parts, axis=-1)

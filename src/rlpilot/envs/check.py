@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torchrl.data import Bounded, Categorical, Composite, TensorSpec
-from torchrl.envs import check_env_specs
+from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage, check_env_specs
 
 from rlpilot.config import EnvConfig
-from rlpilot.envs import make_env, make_vector_env
+from rlpilot.envs import make_env, make_vector_env, observation_reader
+from rlpilot.envs.pixels import is_image_spec, save_frame_png
 from rlpilot.evaluate import evaluate
 
 
@@ -36,6 +37,10 @@ class CheckReport:
     observation_scale: list[dict[str, float]] = field(default_factory=list)
     check_env_specs: str = ""
     pitfalls: list[Pitfall] = field(default_factory=list)
+    scale_unit: str = "dimension"
+    """``dimension`` for vector observations; ``channel`` for images (statistics over all pixels)."""
+    frame_png: str | None = None
+    """Image observations: where the sample frame (raw, then the network's input) was written."""
 
     @property
     def healthy(self) -> bool:
@@ -59,13 +64,15 @@ class CheckReport:
             f"min {rp['return_min']:.2f}  max {rp['return_max']:.2f}",
             f"  length  mean {rp['length_mean']:.1f}  min {rp['length_min']:.0f}  max {rp['length_max']:.0f}",
             "",
-            "Observation scale under the random policy (per dimension)",
-            "  dim        mean        std         min         max",
+            f"Observation scale under the random policy (per {self.scale_unit})",
+            f"  {self.scale_unit[:4]:<4}       mean        std         min         max",
         ]
         lines += [
             f"  {i:<4} {s['mean']:>10.3g} {s['std']:>10.3g} {s['min']:>11.3g} {s['max']:>11.3g}"
             for i, s in enumerate(self.observation_scale)
         ]
+        if self.frame_png:
+            lines += ["", f"Sample frame (raw | each stacked frame the network sees): {self.frame_png}"]
         lines += ["", "Pitfalls"]
         if not self.pitfalls:
             lines.append("  none found")
@@ -100,14 +107,17 @@ def _layout(env) -> list[str]:
     return rows
 
 
-def _random_rollout(env_cfg: EnvConfig, *, seed: int, steps: int, num_envs: int = 8) -> tuple[np.ndarray, np.ndarray]:
-    """Raw observations and rewards of a seeded random policy (seeded action sampling too)."""
+def _random_rollout(
+    env_cfg: EnvConfig, *, seed: int, steps: int, num_envs: int = 8, keep_shape: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Raw observations and rewards of a seeded random policy (seeded action sampling too);
+    ``keep_shape``: observations as the env returns them (images), else flattened per env."""
     vector_env = make_vector_env(env_cfg, num_envs)
     vector_env.action_space.seed(seed)
     obs, _ = vector_env.reset(seed=seed)
     observations, rewards, dones = [], [], []
     for _ in range(steps):
-        observations.append(_flat(obs, num_envs))
+        observations.append(np.array(obs) if keep_shape else _flat(obs, num_envs))
         obs, reward, terminated, truncated, _ = vector_env.step(vector_env.action_space.sample())
         rewards.append(np.asarray(reward, dtype=np.float64))
         done = terminated | truncated
@@ -124,14 +134,20 @@ def _flat(obs, num_envs: int) -> np.ndarray:
     return np.asarray(obs).reshape(num_envs, -1)
 
 
-def check_env(env_cfg: EnvConfig, *, episodes: int = 20, seed: int = 0, steps: int = 512) -> CheckReport:
+def check_env(
+    env_cfg: EnvConfig, *, episodes: int = 20, seed: int = 0, steps: int = 512, frame_png: str | None = None
+) -> CheckReport:
+    """``frame_png``: for image observations, where to write the sample frame (default
+    ``check-<env id>.png`` in the current folder)."""
     report = CheckReport(env_cfg.id)
     env = make_env(env_cfg, num_envs=1, seed=seed)
     base = env.base_env
+    image = len(base.observation_spec.keys()) == 1 and is_image_spec(base.observation_spec["observation"])
     report.specs = {
         "observation": describe_spec(
             base.observation_spec if len(base.observation_spec.keys()) > 1 else base.observation_spec["observation"]
         ),
+        **({"network in": _describe_pixel_input(env)} if image else {}),
         "action": describe_spec(env.action_spec),
         "reward": f"{tuple(env.reward_spec.shape[1:])} {env.reward_spec.dtype}",
         "done": "done = terminated | truncated, each (1,) bool; truncated marks the time limit (bootstrap there)",
@@ -151,6 +167,9 @@ def check_env(env_cfg: EnvConfig, *, episodes: int = 20, seed: int = 0, steps: i
             )
         )
     report.layout = _layout(env)
+    if image:
+        report.frame_png = str(frame_png or f"check-{env_cfg.id.replace('/', '-').replace(':', '-')}.png")
+        _write_sample_frame(env, env_cfg, report.frame_png, seed)
     env.close()
 
     eval_env = make_env(env_cfg, num_envs=min(episodes, 16), seed=seed)
@@ -167,18 +186,60 @@ def check_env(env_cfg: EnvConfig, *, episodes: int = 20, seed: int = 0, steps: i
         "length_min": float(result.lengths.min()),
         "length_max": float(result.lengths.max()),
     }
-    observations, rewards = _random_rollout(env_cfg, seed=seed, steps=steps)
+    if image:  # statistics per channel over all pixels; a few steps are plenty (and frames are large)
+        observations, rewards = _random_rollout(env_cfg, seed=seed, steps=min(steps, 64), keep_shape=True)
+        report.scale_unit = "channel"
+    else:
+        observations, rewards = _random_rollout(env_cfg, seed=seed, steps=steps)
     flat = observations.reshape(-1, observations.shape[-1]).astype(np.float64)
     report.observation_scale = [
         {"mean": float(m), "std": float(s), "min": float(lo), "max": float(hi)}
         for m, s, lo, hi in zip(flat.mean(0), flat.std(0), flat.min(0), flat.max(0))
     ]
-    report.pitfalls += _pitfalls(env_cfg, base, flat, rewards, result, seed)
+    report.pitfalls += _pitfalls(env_cfg, base, flat, rewards, result, seed, image=image)
     return report
 
 
-def _pitfalls(env_cfg, base, flat, rewards, random_result, seed) -> list[Pitfall]:
+def _describe_pixel_input(env) -> str:
+    """The transformed observation the CNN receives, and the TorchRL transforms that made it."""
+    spec = env.observation_spec["observation"]
+    chain = " -> ".join(
+        repr(t).split("(")[0] + (f"(N={t.N})" if hasattr(t, "N") else f"({t.w}x{t.h})" if hasattr(t, "w") else "")
+        for t in env.transform
+        if isinstance(t, (ToTensorImage, GrayScale, Resize, CatFrames))
+    )
+    return f"{tuple(spec.shape[1:])} {spec.dtype} in [0, 1] (C x H x W) after {chain}"
+
+
+def _write_sample_frame(env, env_cfg: EnvConfig, path: str, seed: int) -> None:
+    """A frame some random steps into an episode: raw, and the stacked frames the network receives."""
+    vector_env = env.base_env.vector_env
+    read = observation_reader(env)
+    vector_env.action_space.seed(seed)
+    raw, _ = vector_env.reset(seed=seed)
+    observation = read(raw, reset=True)
+    for _ in range(50):  # past CarRacing's opening zoom
+        raw, _, terminated, truncated, _ = vector_env.step(vector_env.action_space.sample())
+        observation = read(raw)
+        if (terminated | truncated).any():
+            raw, _ = vector_env.reset(options={"reset_mask": terminated | truncated})
+            observation = read(raw, reset=terminated | truncated)
+    save_frame_png(np.asarray(raw)[0], observation[0], env_cfg.frame_stack, path)
+
+
+def _pitfalls(env_cfg, base, flat, rewards, random_result, seed, *, image: bool = False) -> list[Pitfall]:
     found = []
+    if image:
+        found.append(
+            Pitfall(
+                "info",
+                "image observations",
+                f"frames of shape {tuple(base.observation_spec['observation'].shape[1:])} (H x W x C): "
+                "rlpilot scales them to [0, 1] with ToTensorImage and trains a CNN (model.encoder=auto)",
+                "see the sample frame PNG; shrink large frames with env.frame_size and env.grayscale, "
+                "and give the CNN motion with env.frame_stack (docs/pixels.md)",
+            )
+        )
     obs_specs = {k: base.observation_spec[k] for k in base.observation_spec.keys(True, True)}
     doubles = [str(k) for k, s in obs_specs.items() if s.dtype == torch.float64]
     if doubles:
@@ -217,7 +278,7 @@ def _pitfalls(env_cfg, base, flat, rewards, random_result, seed) -> list[Pitfall
         absmax = np.abs(flat).max(0)
         wide = [i for i in range(flat.shape[1]) if std[i] > 10 or absmax[i] > 100]
         spread = std.max() / max(std[std > 0].min(), 1e-12) if (std > 0).any() else 1.0
-        if (wide or spread > 100) and not env_cfg.normalize_obs:
+        if (wide or spread > 100) and not env_cfg.normalize_obs and not image:
             found.append(
                 Pitfall(
                     "warning",
