@@ -10,7 +10,6 @@ from rlpilot.policy import evaluate_target, load_policy
 from rlpilot.runs import load_run
 from rlpilot.train import train
 
-
 # Presets whose env steps slowly (CarRacing: ~1 ms a frame plus a CNN) get smaller batches and short
 # episodes here, so the smoke test stays under ~20 s; the pipeline is the same.
 SMOKE_OVERRIDES = {

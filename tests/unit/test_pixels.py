@@ -74,3 +74,21 @@ def test_small_frames_get_the_minatar_cnn_and_bool_frames_stay_zero_one():
         network(make_env(EnvConfig(id="CartPole-v1")).observation_spec, 2, ModelConfig(encoder="cnn"))
     with pytest.raises(UserError, match="normalize_obs"):
         make_env(EnvConfig(id="MinAtar/Breakout-v1", normalize_obs=True))
+
+
+def test_async_backend_gives_the_same_frames_as_sync():
+    def frames(backend):
+        env = make_env(EnvConfig(id="MinAtar/Breakout-v1", num_envs=2, backend=backend), seed=5)
+        vector_env = env.base_env.vector_env
+        vector_env.action_space.seed(5)
+        raw, _ = vector_env.reset(seed=5)
+        seen = [raw.copy()]
+        for _ in range(20):
+            raw, _, terminated, truncated, _ = vector_env.step(np.array([1, 2]))
+            seen.append(raw.copy())
+            if (terminated | truncated).any():
+                raw, _ = vector_env.reset(options={"reset_mask": terminated | truncated})
+        env.close()
+        return np.stack(seen)
+
+    np.testing.assert_array_equal(frames("async"), frames("sync"))

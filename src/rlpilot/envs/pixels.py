@@ -9,9 +9,10 @@ An observation is an image when the env's ``observation`` spec has three dimensi
 
 :class:`FrameReader` is what :class:`rlpilot.collect.BatchCollector` and evaluation use: it calls the
 same transform objects' ``_apply_transform`` on a batch of frames (no TensorDict per step), and keeps
-its own frame stack with per-env resets. Measured (CarRacing 96x96 RGB -> 64x64 gray, 8 envs, one core):
-the stateless part costs ~0.3 ms a step, the CarRacing step itself ~8 ms, so nothing here is worth
-hand-writing; ``tests/unit/test_pixels.py`` checks both paths give identical stacks across partial resets.
+its own frame stack with per-env resets. Measured (CarRacing-v3, 8 envs, frame skip 2, 96x96 RGB ->
+64x64 gray, stacks of 2, one shared core): 1.7 ms a step here against 232 ms for the vector env's
+own step, so nothing here is worth hand-writing; ``tests/unit/test_pixels.py`` checks that both paths
+give identical stacks across partial resets.
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ def save_frame_png(raw_frame: np.ndarray, observation: torch.Tensor, frame_stack
         _to_rgb(np.moveaxis(obs[start : start + per_frame], 0, -1)) for start in range(0, obs.shape[0], per_frame)
     ]
     height = max(raw.shape[0], 96)
-    images = [Image.fromarray(p).resize((round(p.shape[1] * height / p.shape[0]), height), Image.NEAREST) for p in panels]
+    images = [
+        Image.fromarray(p).resize((round(p.shape[1] * height / p.shape[0]), height), Image.NEAREST) for p in panels
+    ]
     gap = 4
     canvas = Image.new("RGB", (sum(i.width for i in images) + gap * (len(images) - 1), height), (255, 0, 255))
     x = 0
