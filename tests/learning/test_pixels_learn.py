@@ -1,8 +1,9 @@
 """The small pixel task learns on a CPU: PPO + CNN on MinAtar Breakout (the pixels extra).
 
-Threshold: a greedy mean of 5.0 over 20 episodes (a random policy scores 0.28 over 100 episodes),
-within the preset's 500k frames and 9 minutes of wall time. Seen (one shared core): 4.85 at 100k
-frames, 5.85 at 200k (~3 minutes); the run stops when solved.
+Threshold: a greedy mean of 5.0 over 20 episodes (a random policy scores 0.47 over 100 episodes,
+`rlpilot check MinAtar/Breakout-v1 --episodes 100`), within the preset's 500k frames and 9 minutes
+of wall time. Seen on 2 shared cores: seeds 0-3 solve at 50k-76k frames in 27-74 s; this test
+(seed 1) took 31 s.
 """
 
 import pytest
@@ -12,7 +13,7 @@ from rlpilot.train import train
 
 pytest.importorskip("minatar", reason="the pixels extra: pip install 'rlpilot[pixels]'")
 
-RANDOM_POLICY_RETURN = 0.28
+RANDOM_POLICY_RETURN = 0.47
 
 
 @pytest.mark.slow
