@@ -32,7 +32,10 @@ class EnvConfig:
     policy call (faster collection) but fewer updates per frame."""
     backend: str = "auto"
     """``auto``: gymnasium's numpy-vectorised env where one exists (CartPole), else a gymnasium
-    ``SyncVectorEnv``; ``numpy`` or ``sync`` force one."""
+    ``SyncVectorEnv``; ``numpy`` or ``sync`` force one. ``native``: rlpilot's batched torch
+    implementation (CartPole, Acrobot, Pendulum, MountainCar, MountainCarContinuous; same dynamics,
+    tested against gymnasium), stepped as tensors on ``train.device``: fastest, and the way to run
+    envs on a GPU."""
     normalize_obs: bool = False
     """Standardise observations with TorchRL's ``ObservationNorm`` (loc/scale measured once from
     random-policy rollouts, then fixed and saved with the run). Off for CartPole, whose scales are
@@ -297,7 +300,7 @@ class Config:
         }
         problems += [f"{key} must be > 0 (got {value})" for key, value in positives.items() if value <= 0]
         choices = {
-            "env.backend": (self.env.backend, ("auto", "numpy", "sync")),
+            "env.backend": (self.env.backend, ("auto", "numpy", "sync", "native")),
             "ppo.lr_schedule": (self.ppo.lr_schedule, ("linear", "cosine", "constant")),
             "ppo.clip_schedule": (self.ppo.clip_schedule, ("linear", "constant")),
             "ppo.value_loss": (self.ppo.value_loss, ("l2", "smooth_l1")),

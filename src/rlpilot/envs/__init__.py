@@ -33,6 +33,7 @@ from torchrl.envs import (
 
 from rlpilot.config import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
+from rlpilot.envs.native import NativeEnv, make_native_vector_env
 from rlpilot.errors import UserError
 
 # gymnasium ids with a numpy-vectorised implementation that can run without autoreset.
@@ -89,9 +90,15 @@ def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
 
 
 def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
-    """A gymnasium vector env with autoreset DISABLED (resets are driven by the caller)."""
+    """A gymnasium vector env with autoreset DISABLED (resets are driven by the caller).
+
+    ``env.backend=native``: a :class:`rlpilot.envs.native.NativeVectorEnv` (same API, torch tensors)."""
     numpy_class = NUMPY_VECTOR_ENVS.get(env_cfg.id)
     backend = env_cfg.backend
+    if backend == "native":  # torch tensors on the CPU; make_env puts them on the run's device
+        return make_native_vector_env(
+            env_cfg.id, num_envs, max_episode_steps=env_cfg.max_episode_steps, kwargs=env_cfg.kwargs
+        )
     if backend == "numpy" and numpy_class is None:
         raise UserError(
             f"env.backend=numpy: no numpy-vectorised implementation of '{env_cfg.id}' "
@@ -132,11 +139,20 @@ def make_env(
     resuming or evaluating, else measured on random rollouts); ``StepCounter`` and ``RewardSum``
     (``episode_reward``) for episode bookkeeping.
     """
-    base = GymVectorEnv(
-        make_vector_env(env_cfg, num_envs or env_cfg.num_envs),
-        device=device,
-        one_hot_actions=env_cfg.action_encoding == "one_hot",
-    )
+    one_hot = env_cfg.action_encoding == "one_hot"
+    if env_cfg.backend == "native":
+        native = make_native_vector_env(
+            env_cfg.id,
+            num_envs or env_cfg.num_envs,
+            device=device,
+            max_episode_steps=env_cfg.max_episode_steps,
+            kwargs=env_cfg.kwargs,
+        )
+        base = NativeEnv(native, one_hot_actions=one_hot)
+    else:
+        base = GymVectorEnv(
+            make_vector_env(env_cfg, num_envs or env_cfg.num_envs), device=device, one_hot_actions=one_hot
+        )
     transforms = []
     obs_keys = _observation_keys(base)
     doubles = [k for k in obs_keys if base.observation_spec[k].dtype == torch.float64]
@@ -186,7 +202,7 @@ def observation_reader(env: TransformedEnv, *, normalize: bool = True) -> Callab
     ``ObservationNorm`` (its own loc/scale buffers) as the TorchRL chain, without a TensorDict per step.
     ``normalize=False`` stops before the normalisation: what an exported policy takes as input.
     """
-    base: GymVectorEnv = env.base_env
+    base: GymVectorEnv | NativeEnv = env.base_env
     device = base.device
     keys = [k for k in _observation_keys(base)]
     norm = next((t for t in env.transform if isinstance(t, ObservationNorm)), None) if normalize else None
@@ -212,3 +228,10 @@ def obs_norm_state(env: TransformedEnv) -> dict | None:
     if norm is None:
         return None
     return {"loc": norm.loc.detach().cpu(), "scale": norm.scale.detach().cpu()}
+
+
+def to_numpy(value) -> np.ndarray:
+    """A gymnasium (numpy) or native (tensor, any device) batch value as a numpy array."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
