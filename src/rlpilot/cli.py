@@ -147,6 +147,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         csv_path=args.csv,
         video=args.video,
         checkpoint=args.checkpoint,
+        backend=args.backend,
     )
     print(
         f"{args.episodes} greedy episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
@@ -244,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", help="per-episode rows (default RUN/eval.csv, or ARTIFACT.eval.csv)")
     p.add_argument("--video", help="record one greedy episode to FILE (.gif, or .mp4 with the [video] extra)")
     p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
+    p.add_argument(
+        "--backend", help="env backend for these episodes (default: the run's env.backend): auto, numpy, sync, native"
+    )
     p.set_defaults(func=_cmd_eval)
 
     p = verbs.add_parser("export", help="export the greedy policy (onnx, pt2, torchscript), parity-checked")

@@ -21,6 +21,8 @@ import yaml
 
 from rlpilot.errors import UserError
 
+BACKENDS = ("auto", "numpy", "sync", "native")
+
 
 @dataclass
 class EnvConfig:
@@ -300,7 +302,7 @@ class Config:
         }
         problems += [f"{key} must be > 0 (got {value})" for key, value in positives.items() if value <= 0]
         choices = {
-            "env.backend": (self.env.backend, ("auto", "numpy", "sync", "native")),
+            "env.backend": (self.env.backend, BACKENDS),
             "ppo.lr_schedule": (self.ppo.lr_schedule, ("linear", "cosine", "constant")),
             "ppo.clip_schedule": (self.ppo.clip_schedule, ("linear", "constant")),
             "ppo.value_loss": (self.ppo.value_loss, ("l2", "smooth_l1")),
