@@ -22,7 +22,7 @@ def _cmd_presets(args: argparse.Namespace) -> int:
     for name in preset_names():
         config = load_config(name)
         solved = "-" if config.train.solved_at is None else f"{config.train.solved_at:g}"
-        print(f"{name:<16} {config.algo:<5} {config.env.id:<16} {config.train.total_frames:>15,} {solved:>10}")
+        print(f"{name:<16} {config.algo:<5} {config.subject:<16} {config.train.total_frames:>15,} {solved:>10}")
     return 0
 
 
@@ -138,6 +138,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from rlpilot.llm.report import is_llm_run
+
+    if is_llm_run(args.target):  # greedy answers to the held-out prompts, not episodes
+        from rlpilot.llm.report import eval_llm_run
+
+        print(eval_llm_run(args.target, checkpoint=args.checkpoint, csv_path=args.csv))
+        return 0
     from rlpilot.policy import evaluate_target
 
     result, csv_path, video = evaluate_target(
