@@ -116,3 +116,35 @@ def test_a_path_that_is_not_a_model_is_one_line_and_exit_2(tmp_path, capsys):
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "not a Hugging Face model directory" in err[0], err
     assert not list((tmp_path / "runs").glob("*"))  # nothing half-built left behind
+
+
+def test_doctor_llm_rules_fire_on_their_evidence(llm_run, tmp_path):
+    """The run's own metrics.csv, rewritten with a KL blow-up, groups without signal and shrinking answers."""
+    import shutil
+
+    from rlpilot.doctor import diagnose
+    from rlpilot.runs import MetricsWriter
+
+    copy = tmp_path / "broken"
+    shutil.copytree(llm_run.path, copy)
+    (copy / "metrics.csv").unlink()
+    writer = MetricsWriter(copy / "metrics.csv")
+    for i in range(12):
+        writer.write(
+            {
+                "frames": 16 * (i + 1),
+                "train/kl_to_ref": 0.05 if i < 6 else 12.0,
+                "train/groups_without_signal": 1.0,
+                "train/reward_mean": 0.0,
+                "train/response_length": 4.0 if i < 3 else 1.0,
+                "train/finished_frac": 0.2,
+                "eval/return_mean": 0.1,
+            }
+        )
+    rules = {finding.rule: finding for finding in diagnose(copy).findings}
+    assert rules["kl_blowup"].severity == "error" and "grpo.kl_coef=" in rules["kl_blowup"].fix
+    assert rules["reward_flat"].severity == "warning" and "llm.sft_steps=" in rules["reward_flat"].fix
+    assert {"response_length_collapse", "responses_unfinished", "no_progress"} <= set(rules)
+    assert "rlpilot check" not in rules["no_progress"].fix
+    healthy = {finding.rule for finding in diagnose(llm_run.path).findings}
+    assert not healthy & {"kl_blowup", "response_length_collapse"}
