@@ -229,8 +229,10 @@ class LLMConfig:
     """Width of the tiny model (``llm.model=tiny``)."""
     tiny_layers: int = 2
     """Transformer layers of the tiny model."""
-    dtype: str = "auto"
-    """Weights and activations: ``auto`` (bfloat16 on CUDA, float32 on CPU), ``float32`` or ``bfloat16``."""
+    dtype: str = "float32"
+    """Weights, optimiser state and activations: ``float32`` or ``bfloat16``. bfloat16 halves memory, but Adam
+    on bfloat16 weights drops updates smaller than ~1/256 of a weight: at a pretrained model's usual
+    learning rate (~1e-6) nothing changes. Keep float32 to train unless memory forces otherwise."""
     max_new_tokens: int = 4
     """Tokens generated per response at most; a response without end-of-sequence by then is unfinished
     (rewarded 0 by the tasks here)."""
@@ -387,7 +389,7 @@ class Config:
             "guard.on_nonfinite_obs": (self.guard.on_nonfinite_obs, ("reset", "stop")),
             "model.activation": (self.model.activation, ("tanh", "relu")),
             "train.device": (self.train.device, ("auto", "cpu", "cuda")),
-            "llm.dtype": (self.llm.dtype, ("auto", "float32", "bfloat16")),
+            "llm.dtype": (self.llm.dtype, ("float32", "bfloat16")),
         }
         problems += [
             f"{key} must be one of {', '.join(allowed)} (got '{value}')"

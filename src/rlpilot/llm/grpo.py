@@ -30,9 +30,7 @@ from rlpilot.runs import MetricsWriter, Run
 SAMPLE_RESPONSES_IN_EVENTS = 4  # eval events show a few prompt -> response pairs: what the numbers mean
 
 
-def torch_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+def torch_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
 
 
@@ -41,7 +39,7 @@ def build_model(config: Config, device: torch.device):
     require_transformers()
     from rlpilot.llm.model import build_char_tokenizer, build_tiny_model, load_model
 
-    dtype = torch_dtype(config.llm.dtype, device)
+    dtype = torch_dtype(config.llm.dtype)
     if config.llm.model == "tiny":
         tokenizer = build_char_tokenizer()
         model = build_tiny_model(
