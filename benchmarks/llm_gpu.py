@@ -52,7 +52,7 @@ def word_tokenizer(vocab_size: int):
 
 
 class LowerHalf(Task):
-    """Prompts ``a + b = `` (whitespace-separated); reward = share of response words from the lower half of the vocab."""
+    """Prompts ``a + b = `` (whitespace-separated); reward = share of response words from the vocab's lower half."""
 
     def __init__(self, vocab_size: int):
         prompts = [f"{a} + {b} = " for a in range(10) for b in range(10)]

@@ -58,6 +58,8 @@ def _train_config(args: argparse.Namespace):
         overrides.append(f"train.device={args.device}")
     if args.frames is not None:
         overrides.append(f"train.total_frames={args.frames}")
+    if args.target == "grpo":
+        raise UserError("grpo fine-tunes a language model, not an env: start from a preset: rlpilot train grpo-reverse")
     if args.env is not None:
         if args.target not in ALGOS:
             raise UserError(f"'{args.target} {args.env}': the first word must be an algorithm ({', '.join(ALGOS)})")

@@ -148,3 +148,24 @@ def test_doctor_llm_rules_fire_on_their_evidence(llm_run, tmp_path):
     assert "rlpilot check" not in rules["no_progress"].fix
     healthy = {finding.rule for finding in diagnose(llm_run.path).findings}
     assert not healthy & {"kl_blowup", "response_length_collapse"}
+
+
+def test_gpu_benchmark_script_runs_tiny_on_cpu(tmp_path):
+    """benchmarks/llm_gpu.py is run by hand on a GPU machine; --tiny keeps its code path from rotting."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    args = ["--tiny", "--steps", "1", "--prompts", "2", "--group", "2", "--max-new-tokens", "4"]
+    out = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "llm_gpu.py"), "--out", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root / "src"), "OMP_NUM_THREADS": "1"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads((tmp_path / "llm_gpu.json").read_text())
+    assert result["steps_measured"] == 1 and result["responses_per_step"] == 4 and result["step_s_mean"] > 0

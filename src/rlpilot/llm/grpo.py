@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+import warnings
 
 import torch
 
@@ -26,6 +27,10 @@ from rlpilot.errors import UserError
 from rlpilot.llm import require_transformers
 from rlpilot.llm.tasks import Task, make_task
 from rlpilot.runs import MetricsWriter, Run
+
+# TorchRL 0.14.1's TransformersWrapper computes log-probs with cross_entropy(..., reduce=False): torch warns
+# on every run; the numbers are right (tests/unit/test_llm_parts.py)
+warnings.filterwarnings("ignore", message="size_average and reduce args will be deprecated", category=UserWarning)
 
 SAMPLE_RESPONSES_IN_EVENTS = 4  # eval events show a few prompt -> response pairs: what the numbers mean
 
