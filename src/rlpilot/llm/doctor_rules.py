@@ -10,7 +10,7 @@ import numpy as np
 
 from rlpilot.doctor import Finding, RunView, _head, _tail, rule_no_progress, rule_nonfinite, rule_throughput
 
-KL_WARNING = 2.0  # nats per token (TorchRL k3 estimate, padded mean); grpo-reverse runs at 0.6-1.9 while learning
+KL_WARNING = 2.0  # nats per token (TorchRL k3 estimate, padded mean); grpo-reverse: 0.05-1.2 while learning
 NO_SIGNAL_SHARE = 0.9  # groups whose responses all score the same give zero advantage
 LENGTH_COLLAPSE = 0.5  # last-quarter median response length below this share of the first quarter's
 UNFINISHED_SHARE = 0.5  # responses that hit llm.max_new_tokens without end-of-sequence
