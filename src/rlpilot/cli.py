@@ -31,7 +31,10 @@ def _env_config(target: str, overrides: list[str]):
     from rlpilot.config import Config, EnvConfig, apply_overrides, load_config, preset_names
 
     if target in preset_names():
-        return load_config(target, overrides=overrides).env
+        config = load_config(target, overrides=overrides)
+        if config.algo == "grpo":
+            raise UserError(f"{target} fine-tunes a language model: `rlpilot check` is for envs (docs/llm.md)")
+        return config.env
     config = apply_overrides(Config(env=EnvConfig(id=target)), overrides)
     return config.env
 
