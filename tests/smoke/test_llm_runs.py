@@ -104,10 +104,15 @@ def test_a_local_model_directory_trains_end_to_end(tmp_path, capsys):
 
     tokenizer = build_char_tokenizer()
     save_model(build_tiny_model(tokenizer, hidden_size=32, layers=1, seed=1), tokenizer, tmp_path / "model")
-    args = ["train", "grpo-reverse", "--runs", str(tmp_path / "runs"), "--frames", "16", "-q"]
+    args = ["train", "grpo-reverse", "--run-dir", str(tmp_path / "run"), "--frames", "16", "-q"]
     sets = [f"llm.model={tmp_path / 'model'}", *TINY[:2], "llm.sft_steps=0"]
     assert main([*args, *[item for s in sets for item in ("--set", s)]]) == 0
     assert "status: finished" in capsys.readouterr().out
+    # no warm-up: the reference is the saved model, reloaded from its directory rather than checkpointed
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)["algo_state"]
+    assert "reference" not in state
+    assert main(["train", "--resume", str(tmp_path / "run"), "--frames", "32", "-q"]) == 0
+    assert load_run(tmp_path / "run").frames == 32
 
 
 def test_a_path_that_is_not_a_model_is_one_line_and_exit_2(tmp_path, capsys):

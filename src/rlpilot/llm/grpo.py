@@ -230,17 +230,22 @@ class GRPOLearner:
 
     # -- checkpoints (tensors and plain data only: loaded with weights_only=True) ----------------
     def state_dict(self) -> dict:
-        return {
+        state = {
             "policy": self.model.state_dict(),
-            "reference": self.reference_model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "guard": self.guard.state_dict(),
             "updates": self.updates,
         }
+        # without a warm-up the reference is the model as built or loaded (rebuilt identically from the
+        # config): not saving it spares a model-sized copy per checkpoint (1.8 GiB for a 0.5B model)
+        if self.config.llm.sft_steps > 0:
+            state["reference"] = self.reference_model.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["policy"])
-        self.reference_model.load_state_dict(state["reference"])
+        if "reference" in state:
+            self.reference_model.load_state_dict(state["reference"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.guard.load_state_dict(state["guard"])
         self.updates = int(state["updates"])
