@@ -174,3 +174,11 @@ def test_gpu_benchmark_script_runs_tiny_on_cpu(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads((tmp_path / "llm_gpu.json").read_text())
     assert result["steps_measured"] == 1 and result["responses_per_step"] == 4 and result["step_s_mean"] > 0
+
+
+def test_time_budget_stops_an_llm_run_with_a_final_eval(tmp_path):
+    config = load_config("grpo-reverse", overrides=[*TINY, "train.total_frames=1600", "train.max_seconds=0.01"])
+    run = train(config, run_root=str(tmp_path), show_progress=False)
+    assert run.status == "finished" and run.frames == 16  # stopped after the first step
+    assert any(e["event"] == "time_limit" for e in run.events())
+    assert "eval/return_mean" in run.metrics()[-1]
