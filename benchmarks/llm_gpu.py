@@ -75,11 +75,11 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
     parser.add_argument("--group", type=int, default=8, help="responses per prompt")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16", help="on CUDA (CPU: float32)")
+    parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16", help="ignored with --tiny (float32)")
     args = parser.parse_args()
 
     device = torch.device("cpu" if args.tiny or not torch.cuda.is_available() else "cuda")
-    dtype = torch.float32 if device.type == "cpu" else getattr(torch, args.dtype)
+    dtype = torch.float32 if args.tiny else getattr(torch, args.dtype)
     sizes, vocab_size = (TINY, TINY_VOCAB) if args.tiny else (QWEN2_05B, QWEN2_05B_VOCAB)
     torch.manual_seed(0)
     tokenizer = word_tokenizer(vocab_size)
