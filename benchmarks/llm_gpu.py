@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
     parser.add_argument("--group", type=int, default=8, help="responses per prompt")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16", help="ignored with --tiny (float32)")
+    parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16", help="--tiny: float32")
     args = parser.parse_args()
 
     device = torch.device("cpu" if args.tiny or not torch.cuda.is_available() else "cuda")
