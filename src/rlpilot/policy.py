@@ -36,6 +36,11 @@ def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
         raise UserError(f"--checkpoint {checkpoint}: choose last or best")
     run = load_run(path)
     config = run.config()
+    if config.algo == "grpo":
+        raise UserError(
+            f"{run.path} is an LLM (grpo) run: `rlpilot eval {run.path}` gives its held-out reward; export and "
+            "videos are for control policies (the weights are in checkpoints/*.pt under algo_state.policy)"
+        )
     state = run.load_checkpoint(checkpoint)
     if state.get("algo") != config.algo or state.get("env_id") != config.env.id:
         raise UserError(
