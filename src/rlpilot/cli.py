@@ -22,7 +22,7 @@ def _cmd_presets(args: argparse.Namespace) -> int:
     for name in preset_names():
         config = load_config(name)
         solved = "-" if config.train.solved_at is None else f"{config.train.solved_at:g}"
-        print(f"{name:<16} {config.algo:<5} {config.env.id:<16} {config.train.total_frames:>15,} {solved:>10}")
+        print(f"{name:<16} {config.algo:<5} {config.subject:<16} {config.train.total_frames:>15,} {solved:>10}")
     return 0
 
 
@@ -31,7 +31,10 @@ def _env_config(target: str, overrides: list[str]):
     from rlpilot.config import Config, EnvConfig, apply_overrides, load_config, preset_names
 
     if target in preset_names():
-        return load_config(target, overrides=overrides).env
+        config = load_config(target, overrides=overrides)
+        if config.algo == "grpo":
+            raise UserError(f"{target} fine-tunes a language model: `rlpilot check` is for envs (docs/llm.md)")
+        return config.env
     config = apply_overrides(Config(env=EnvConfig(id=target)), overrides)
     return config.env
 
@@ -58,6 +61,8 @@ def _train_config(args: argparse.Namespace):
         overrides.append(f"train.device={args.device}")
     if args.frames is not None:
         overrides.append(f"train.total_frames={args.frames}")
+    if args.target == "grpo":
+        raise UserError("grpo fine-tunes a language model, not an env: start from a preset: rlpilot train grpo-reverse")
     if args.env is not None:
         if args.target not in ALGOS:
             raise UserError(f"'{args.target} {args.env}': the first word must be an algorithm ({', '.join(ALGOS)})")
@@ -138,6 +143,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from rlpilot.llm.report import is_llm_run
+
+    if is_llm_run(args.target):  # greedy answers to the held-out prompts, not episodes
+        from rlpilot.llm.report import eval_llm_run
+
+        print(eval_llm_run(args.target, checkpoint=args.checkpoint, csv_path=args.csv))
+        return 0
     from rlpilot.policy import evaluate_target
 
     result, csv_path, video = evaluate_target(
@@ -147,6 +159,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         csv_path=args.csv,
         video=args.video,
         checkpoint=args.checkpoint,
+        backend=args.backend,
     )
     print(
         f"{args.episodes} greedy episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
@@ -245,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", help="per-episode rows (default RUN/eval.csv, or ARTIFACT.eval.csv)")
     p.add_argument("--video", help="record one greedy episode to FILE (.gif, or .mp4 with the [video] extra)")
     p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
+    p.add_argument(
+        "--backend", help="env backend for these episodes (default: the run's env.backend): auto, numpy, sync, native"
+    )
     p.set_defaults(func=_cmd_eval)
 
     p = verbs.add_parser("export", help="export the greedy policy (onnx, pt2, torchscript), parity-checked")

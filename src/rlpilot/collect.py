@@ -18,6 +18,7 @@ from tensordict import TensorDict
 from torchrl.envs import RewardScaling, TransformedEnv
 
 from rlpilot.envs import observation_reader
+from rlpilot.envs.native import NativeEnv
 
 ActFn = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
@@ -27,75 +28,102 @@ class NonFiniteObservation(Exception):
 
 
 class EpisodeTracker:
-    """Running return/length per env; finished episodes are drained by the training loop."""
+    """Running return/length per env as tensors on the env's device; finished episodes are read
+    once per batch (:meth:`drain`), so stepping never waits on the device."""
 
-    def __init__(self, num_envs: int):
-        self.returns = np.zeros(num_envs, dtype=np.float64)
-        self.lengths = np.zeros(num_envs, dtype=np.int64)
-        self.finished_returns: list[float] = []
-        self.finished_lengths: list[int] = []
+    def __init__(self, num_envs: int, device: torch.device | str = "cpu"):
+        self.returns = torch.zeros(num_envs, dtype=torch.float64, device=device)
+        self.lengths = torch.zeros(num_envs, dtype=torch.int64, device=device)
+        self._steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self.episodes = 0
 
-    def update(self, reward: np.ndarray, done: np.ndarray) -> None:
+    def update(self, reward: torch.Tensor, done: torch.Tensor) -> None:
         self.returns += reward
         self.lengths += 1
-        if done.any():
-            self.finished_returns += self.returns[done].tolist()
-            self.finished_lengths += self.lengths[done].tolist()
-            self.episodes += int(done.sum())
-            self.returns[done] = 0.0
-            self.lengths[done] = 0
+        self._steps.append((done, self.returns.clone(), self.lengths.clone()))
+        self.returns.masked_fill_(done, 0.0)
+        self.lengths.masked_fill_(done, 0)
 
     def drain(self) -> tuple[list[float], list[int]]:
-        returns, lengths = self.finished_returns, self.finished_lengths
-        self.finished_returns, self.finished_lengths = [], []
-        return returns, lengths
+        """Returns and lengths of the episodes finished since the last call, in the order they ended."""
+        if not self._steps:
+            return [], []
+        done, returns, lengths = (torch.stack(column) for column in zip(*self._steps))
+        self._steps = []
+        finished_returns, finished_lengths = returns[done].tolist(), lengths[done].tolist()
+        self.episodes += len(finished_returns)
+        return finished_returns, finished_lengths
 
 
 class BatchCollector:
-    """Collects ``[num_envs, steps]`` TensorDicts from a :func:`rlpilot.envs.make_env` env."""
+    """Collects ``[num_envs, steps]`` TensorDicts from a :func:`rlpilot.envs.make_env` env.
+
+    Two backends behind one loop: a gymnasium vector env (numpy; rewards and flags become tensors
+    once per step) or a native env (:mod:`rlpilot.envs.native`: tensors on the run's device
+    throughout). On a native env nothing in a step waits on the device: finished envs are reset
+    with a mask, episode statistics are read once per batch, and the non-finite observation guard
+    is skipped (the native dynamics are finite for any clipped action).
+    """
 
     def __init__(self, env: TransformedEnv, act: ActFn, *, steps: int, seed: int | None, on_nonfinite: str = "reset"):
         self.vector_env = env.base_env.vector_env
         self.env_action = env.base_env.env_action
         self.num_envs = self.vector_env.num_envs
         self.device = env.device
+        self.native = isinstance(env.base_env, NativeEnv)
+        # masked resets without a `done.any()` test: on a GPU that test would wait for every step
+        self.sync_free = self.native and self.device.type != "cpu"
         self.read_observation = observation_reader(env)
         self.act = act
         self.steps = steps
         self.reward_scale = next((t.scale for t in env.transform if isinstance(t, RewardScaling)), None)
-        self.episodes = EpisodeTracker(self.num_envs)
+        self.episodes = EpisodeTracker(self.num_envs, self.device)
         self.on_nonfinite = on_nonfinite
         self.events: list[dict] = []  # drained by the training loop
         raw, _ = self.vector_env.reset(seed=seed)
         self.observation = self.read_observation(raw, reset=True)
 
     def collect(self) -> TensorDict:
-        n, steps = self.num_envs, self.steps
         observations, next_observations, actions, extras = [], [], [], []
-        rewards = np.empty((steps, n), dtype=np.float32)
-        terminated = np.empty((steps, n), dtype=bool)
-        truncated = np.empty((steps, n), dtype=bool)
-        for t in range(steps):
+        rewards, terminated, truncated = [], [], []
+        for _ in range(self.steps):
             observation = self.observation
             action, extra = self.act(observation)
             raw, reward, term, trunc, _ = self.vector_env.step(self.env_action(action))
             next_observation = self.read_observation(raw)
-            if not bool(torch.isfinite(next_observation).all()):
-                term = self._non_finite(next_observation, term)
-            done = term | trunc
-            self.episodes.update(reward, done)
-            if done.any():
-                raw, _ = self.vector_env.reset(options={"reset_mask": done})
-                self.observation = self.read_observation(raw, reset=done)
-            else:
+            if self.native:
                 self.observation = next_observation
+                done = term | trunc
+                if self.sync_free or bool(done.any()):
+                    raw, _ = self.vector_env.reset(options={"reset_mask": done})
+                    self.observation = self.read_observation(raw, reset=done)
+            else:
+                reward, term, trunc = self._tensors(reward, term, trunc)
+                if not bool(torch.isfinite(next_observation).all()):
+                    term = self._non_finite(next_observation, term)
+                done = term | trunc
+                self.observation = next_observation
+                mask = done.cpu().numpy()
+                if mask.any():
+                    raw, _ = self.vector_env.reset(options={"reset_mask": mask})
+                    self.observation = self.read_observation(raw, reset=mask)
+            self.episodes.update(reward, done)
             observations.append(observation)
             next_observations.append(next_observation)
             actions.append(action)
             extras.append(extra)
-            rewards[t], terminated[t], truncated[t] = reward, term, trunc
+            rewards.append(reward)
+            terminated.append(term)
+            truncated.append(trunc)
         return self._as_tensordict(observations, next_observations, actions, extras, rewards, terminated, truncated)
+
+    def _tensors(self, reward, terminated, truncated) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A gymnasium step's numpy reward and flags as tensors on the run's device."""
+        reward = torch.from_numpy(np.asarray(reward, dtype=np.float32))
+        terminated, truncated = torch.from_numpy(terminated), torch.from_numpy(truncated)
+        if self.device.type != "cpu":
+            reward, terminated, truncated = (x.to(self.device) for x in (reward, terminated, truncated))
+        return reward, terminated, truncated
 
     def _non_finite(self, observation: torch.Tensor, terminated: np.ndarray) -> np.ndarray:
         """NaN/inf from the env: record which envs; ``stop`` raises, ``reset`` ends their episodes.
@@ -109,9 +137,7 @@ class BatchCollector:
         if self.on_nonfinite == "stop":
             raise NonFiniteObservation(f"non-finite observation from env(s) {envs}")
         observation[bad] = 0.0
-        terminated = terminated.copy()
-        terminated[bad.cpu().numpy()] = True
-        return terminated
+        return terminated | bad.to(terminated.device)
 
     def _as_tensordict(self, observations, next_observations, actions, extras, rewards, terminated, truncated):
         """One TensorDict ``[num_envs, steps]`` (time last, as TorchRL's value estimators expect)."""
@@ -119,8 +145,8 @@ class BatchCollector:
         def stack(items: list[torch.Tensor]) -> torch.Tensor:
             return torch.stack(items, 1)
 
-        def flags(array: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(array.T.copy()).unsqueeze(-1).to(self.device)
+        def flags(items: list[torch.Tensor]) -> torch.Tensor:
+            return torch.stack(items, 1).unsqueeze(-1)
 
         term, trunc = flags(terminated), flags(truncated)
         reward = flags(rewards)

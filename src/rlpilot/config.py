@@ -21,6 +21,8 @@ import yaml
 
 from rlpilot.errors import UserError
 
+BACKENDS = ("auto", "numpy", "sync", "native", "async")
+
 
 @dataclass
 class EnvConfig:
@@ -32,8 +34,11 @@ class EnvConfig:
     policy call (faster collection) but fewer updates per frame."""
     backend: str = "auto"
     """``auto``: gymnasium's numpy-vectorised env where one exists (CartPole), else a gymnasium
-    ``SyncVectorEnv``; ``numpy`` or ``sync`` force one; ``async``: ``AsyncVectorEnv``, one process per
-    env (worth it when a step is slow, e.g. CarRacing's ~1 ms, and there are cores to spare)."""
+    ``SyncVectorEnv``; ``numpy`` or ``sync`` force one. ``native``: rlpilot's batched torch
+    implementation (CartPole, Acrobot, Pendulum, MountainCar, MountainCarContinuous; same dynamics,
+    tested against gymnasium), stepped as tensors on ``train.device``: fastest, and the way to run
+    envs on a GPU. ``async``: gymnasium's ``AsyncVectorEnv``, one process per env (worth it when a
+    step is slow, e.g. CarRacing's ~1 ms, and there are cores to spare)."""
     normalize_obs: bool = False
     """Standardise observations with TorchRL's ``ObservationNorm`` (loc/scale measured once from
     random-policy rollouts, then fixed and saved with the run). Off for CartPole, whose scales are
@@ -235,17 +240,74 @@ class DQNConfig:
     ``torchrl``: ``DQNLoss`` (n_step 1 only)."""
 
 
-ALGOS = ("ppo", "dqn")
+@dataclass
+class LLMConfig:
+    model: str = "tiny"
+    """``tiny``: a 2-layer Qwen2 and a character tokenizer built in code (no download), trained from
+    scratch by the SFT warm-up; otherwise a local Hugging Face model directory (``save_pretrained``
+    output: config.json, weights, tokenizer files). Nothing is fetched from the hub."""
+    task: str = "arithmetic"
+    """Prompt set and reward (``rlpilot.llm.tasks``): ``arithmetic`` (exact sum of two digits) or
+    ``length`` (N lowercase letters)."""
+    tiny_hidden_size: int = 64
+    """Width of the tiny model (``llm.model=tiny``)."""
+    tiny_layers: int = 2
+    """Transformer layers of the tiny model."""
+    dtype: str = "float32"
+    """Weights, optimiser state and activations: ``float32`` or ``bfloat16``. bfloat16 halves memory, but Adam
+    on bfloat16 weights drops updates smaller than ~1/256 of a weight: at a pretrained model's usual
+    learning rate (~1e-6) nothing changes. Keep float32 to train unless memory forces otherwise."""
+    max_new_tokens: int = 4
+    """Tokens generated per response at most; a response without end-of-sequence by then is unfinished
+    (rewarded 0 by the tasks here)."""
+    temperature: float = 1.0
+    """Sampling temperature of the training groups (evaluation is greedy)."""
+    sft_steps: int = 60
+    """Supervised warm-up steps before RL (0: none). Short on purpose: it teaches the answer format,
+    RL has to find the right answers."""
+    sft_lr: float = 0.003
+    """Adam learning rate of the warm-up."""
+    sft_batch_size: int = 32
+    """Prompt + answer examples per warm-up step."""
+
+
+@dataclass
+class GRPOConfig:
+    prompts_per_step: int = 16
+    """Training prompts sampled per step; frames per batch = this x ``group_size`` (one frame = one response)."""
+    group_size: int = 8
+    """Responses sampled per prompt. GRPO's advantage is a response's reward standardised within its
+    group, so a group where every response scores the same teaches nothing."""
+    lr: float = 0.001
+    """Adam learning rate of the policy (constant)."""
+    epochs: int = 2
+    """Gradient steps on each sampled batch (the clip keeps later ones near the sampling policy)."""
+    clip_epsilon: float = 0.2
+    """Clip of the per-token importance ratio, as in PPO."""
+    kl_coef: float = 0.02
+    """Weight of the KL penalty to the frozen reference model (the model after SFT, or as loaded)."""
+    entropy_coef: float = 0.0
+    """Weight of the token-entropy bonus (0: none)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping by global norm."""
+    eval_prompts: int = 0
+    """Held-out prompts per evaluation; 0 takes all of the task's held-out prompts."""
+
+
+ALGOS = ("ppo", "dqn", "grpo")
 
 
 @dataclass
 class Config:
     algo: str = "ppo"
-    """Algorithm: one of ``rlpilot.algos`` (``ppo``)."""
+    """Algorithm: ``ppo`` or ``dqn`` (``rlpilot.algos``, on ``env``), or ``grpo`` (a language model on
+    ``llm.task``, ``rlpilot.llm``)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
     guard: GuardConfig = field(default_factory=GuardConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     preset: str | None = None
@@ -253,12 +315,19 @@ class Config:
 
     # -- derived values (never stored) ---------------------------------------------------------
     @property
-    def algo_config(self) -> PPOConfig | DQNConfig:
+    def algo_config(self) -> PPOConfig | DQNConfig | GRPOConfig:
         """The section of the chosen algorithm."""
         return getattr(self, self.algo)
 
     @property
+    def subject(self) -> str:
+        """What the run learns on, for names and messages: the env id, or the LLM task."""
+        return f"{self.llm.task}" if self.algo == "grpo" else self.env.id
+
+    @property
     def frames_per_batch(self) -> int:
+        if self.algo == "grpo":  # a frame is one sampled response
+            return self.grpo.prompts_per_step * self.grpo.group_size
         return self.env.num_envs * self.algo_config.steps_per_env
 
     @property
@@ -321,9 +390,24 @@ class Config:
         bad_layers = [layer for layer in self.model.cnn_layers if not (isinstance(layer, list) and len(layer) == 3)]
         if bad_layers:
             problems.append(f"model.cnn_layers: each layer is [out_channels, kernel, stride] (got {bad_layers[0]!r})")
+        if self.algo == "grpo":
+            positives.update(
+                {
+                    "grpo.prompts_per_step": self.grpo.prompts_per_step,
+                    "grpo.group_size": self.grpo.group_size,
+                    "grpo.lr": self.grpo.lr,
+                    "grpo.epochs": self.grpo.epochs,
+                    "llm.max_new_tokens": self.llm.max_new_tokens,
+                    "llm.temperature": self.llm.temperature,
+                    "llm.tiny_hidden_size": self.llm.tiny_hidden_size,
+                    "llm.tiny_layers": self.llm.tiny_layers,
+                }
+            )
+            if self.grpo.group_size < 2:
+                problems.append("grpo.group_size must be >= 2 (advantages compare responses within a group)")
         problems += [f"{key} must be > 0 (got {value})" for key, value in positives.items() if value <= 0]
         choices = {
-            "env.backend": (self.env.backend, ("auto", "numpy", "sync", "async")),
+            "env.backend": (self.env.backend, BACKENDS),
             "ppo.lr_schedule": (self.ppo.lr_schedule, ("linear", "cosine", "constant")),
             "ppo.clip_schedule": (self.ppo.clip_schedule, ("linear", "constant")),
             "ppo.value_loss": (self.ppo.value_loss, ("l2", "smooth_l1")),
@@ -337,6 +421,7 @@ class Config:
             "model.activation": (self.model.activation, ("tanh", "relu")),
             "model.encoder": (self.model.encoder, ("auto", "mlp", "cnn")),
             "train.device": (self.train.device, ("auto", "cpu", "cuda")),
+            "llm.dtype": (self.llm.dtype, ("float32", "bfloat16")),
         }
         problems += [
             f"{key} must be one of {', '.join(allowed)} (got '{value}')"

@@ -592,6 +592,11 @@ RULES = [
 def diagnose(path: str | Path) -> Diagnosis:
     run = load_run(path)
     view = RunView(run)
-    findings = [finding for rule in RULES for finding in rule(view)]
+    rules = RULES
+    if view.config.algo == "grpo":  # a language model: rules about envs and critics do not apply
+        from rlpilot.llm.doctor_rules import LLM_RULES
+
+        rules = LLM_RULES
+    findings = [finding for rule in rules for finding in rule(view)]
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return Diagnosis(str(run.path), view.meta.get("status", "unknown"), findings)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
-from rlpilot.envs import observation_reader
+from rlpilot.envs import observation_reader, to_numpy
 
 
 @dataclass
@@ -60,9 +60,11 @@ def evaluate(
         active = np.ones(n, dtype=bool)
         while active.any():
             env_action = env.base_env.env_action(greedy_action(observation))
-            if env_action.dtype.kind in "iu":  # actions as the env receives them
-                seen.update(env_action[active].reshape(-1).tolist())
+            action_array = to_numpy(env_action)
+            if action_array.dtype.kind in "iu":  # actions as the env receives them
+                seen.update(action_array[active].reshape(-1).tolist())
             raw, reward, terminated, truncated, _ = vector_env.step(env_action)
+            reward, terminated, truncated = to_numpy(reward), to_numpy(terminated), to_numpy(truncated)
             episode_return += reward * active
             episode_length += active
             done = terminated | truncated

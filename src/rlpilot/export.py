@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlpilot.envs import observation_reader
+from rlpilot.envs import observation_reader, to_numpy
 from rlpilot.errors import UserError
 from rlpilot.policy import LoadedPolicy, load_policy
 from rlpilot.runs import versions
@@ -76,7 +76,7 @@ def parity_observations(policy: LoadedPolicy, count: int, seed: int) -> torch.Te
         rows.append(read_raw(raw))
         action = policy.algo.greedy_action(read(raw))
         explore = torch.rand(action.shape[0], generator=generator) < 0.3
-        numpy_action = env.base_env.env_action(action).copy()
+        numpy_action = np.array(to_numpy(env.base_env.env_action(action)))
         numpy_action[explore.numpy()] = vector_env.action_space.sample()[explore.numpy()]
         raw, _, terminated, truncated, _ = vector_env.step(numpy_action)
         done = terminated | truncated

@@ -171,7 +171,7 @@ def plot_runs(runs: list[Run], out: str | Path, *, x: str = "frames", solved_at:
                 label="greedy evaluation (mean ± std)",
             )
         config = runs[0].config()
-        title = f"{config.algo} on {config.env.id} (seed {config.train.seed})"
+        title = f"{config.algo} on {config.subject} (seed {config.train.seed})"
     else:
         for i, (rx, ry) in enumerate(data["runs"]):
             ax.plot(rx, ry, color="gray", alpha=0.35, linewidth=1, label="each run" if i == 0 else None)
@@ -191,10 +191,13 @@ def plot_runs(runs: list[Run], out: str | Path, *, x: str = "frames", solved_at:
             label="95% confidence band of the mean",
         )
         config = runs[0].config()
-        title = f"{config.algo} on {config.env.id}: {data['n']} runs"
+        title = f"{config.algo} on {config.subject}: {data['n']} runs"
     if solved_at is not None:
         ax.axhline(solved_at, color="gray", linestyle="--", linewidth=1, label=f"solved at {solved_at:g}")
-    finish_figure(fig, ax, out, xlabel=X_KEYS[x][1], ylabel="episode return", title=title)
+    xlabel, ylabel = X_KEYS[x][1], "episode return"
+    if config.algo == "grpo":  # a frame is a sampled response, an episode's return its reward
+        xlabel, ylabel = ("sampled responses" if x == "frames" else xlabel), "reward per response (max 1)"
+    finish_figure(fig, ax, out, xlabel=xlabel, ylabel=ylabel, title=title)
     return data
 
 

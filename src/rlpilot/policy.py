@@ -11,7 +11,7 @@ import torch
 from torchrl.envs import TransformedEnv
 
 from rlpilot import algos
-from rlpilot.config import EnvConfig
+from rlpilot.config import BACKENDS, EnvConfig
 from rlpilot.envs import make_env
 from rlpilot.errors import UserError
 from rlpilot.evaluate import EvalResult, evaluate
@@ -36,6 +36,11 @@ def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
         raise UserError(f"--checkpoint {checkpoint}: choose last or best")
     run = load_run(path)
     config = run.config()
+    if config.algo == "grpo":
+        raise UserError(
+            f"{run.path} is an LLM (grpo) run: `rlpilot eval {run.path}` gives its held-out reward; export and "
+            "videos are for control policies (the weights are in checkpoints/*.pt under algo_state.policy)"
+        )
     state = run.load_checkpoint(checkpoint)
     if state.get("algo") != config.algo or state.get("env_id") != config.env.id:
         raise UserError(
@@ -63,8 +68,10 @@ class PlayablePolicy:
     act: Callable[[torch.Tensor], torch.Tensor]
     default_csv: Path
 
-    def make_env(self, *, num_envs: int, seed: int | None = None, render: bool = False) -> TransformedEnv:
-        env_config = self.env_config
+    def make_env(
+        self, *, num_envs: int, seed: int | None = None, render: bool = False, backend: str | None = None
+    ) -> TransformedEnv:
+        env_config = self.env_config if backend is None else replace(self.env_config, backend=backend)
         if render:  # one gymnasium env with rgb_array frames
             env_config = replace(env_config, backend="sync", kwargs={**env_config.kwargs, "render_mode": "rgb_array"})
         return make_env(env_config, num_envs=num_envs, seed=seed, obs_norm_state=self.obs_norm)
@@ -103,12 +110,18 @@ def evaluate_target(
     csv_path: str | Path | None = None,
     video: str | Path | None = None,
     checkpoint: str = "last",
+    backend: str | None = None,
 ) -> tuple[EvalResult, Path, Path | None]:
-    """Greedy episodes of a run or an artifact; per-episode rows to CSV; optionally one episode on video."""
+    """Greedy episodes of a run or an artifact; per-episode rows to CSV; optionally one episode on video.
+
+    ``backend`` overrides the run's ``env.backend`` (e.g. a policy trained on ``native`` evaluated
+    on gymnasium's own env with ``auto``)."""
     target = playable(path, checkpoint)
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
-    env = target.make_env(num_envs=min(episodes, 64), seed=seed)
+    if backend is not None and backend not in BACKENDS:
+        raise UserError(f"--backend {backend}: choose from {', '.join(BACKENDS)}")
+    env = target.make_env(num_envs=min(episodes, 64), seed=seed, backend=backend)
     try:
         result = evaluate(env, target.act, episodes=episodes, seed=seed)
     finally:

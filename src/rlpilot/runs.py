@@ -192,7 +192,7 @@ class Run:
     def create(cls, config: Config, *, root: str | Path = "runs", path: str | Path | None = None) -> Run:
         if path is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
-            name = f"{config.algo}-{slug(config.env.id)}-s{config.train.seed}-{stamp}"
+            name = f"{config.algo}-{slug(config.subject)}-s{config.train.seed}-{stamp}"
             path = Path(root) / name
             suffix = 1
             while path.exists():

@@ -252,7 +252,8 @@ def run_bench(
         "frames to solve (median) | wall s to solve (median) | peer, measured here |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for preset in presets or preset_names():
+    control = [name for name in preset_names() if load_config(name).algo != "grpo"]  # LLM runs: docs/llm.md
+    for preset in presets or control:
         config = load_config(preset)
         row = run_sweep(preset, seeds=seeds, grid=[], out=out / preset, workers=workers, ray=ray)["rows"][0]
         lines.append(

@@ -43,7 +43,7 @@ def resolve_device(name: str) -> torch.device:
 
 def solved_threshold(config: Config) -> float | None:
     """The preset's ``train.solved_at``, else the env's registered ``reward_threshold``."""
-    if config.train.solved_at is not None:
+    if config.train.solved_at is not None or config.algo == "grpo":
         return config.train.solved_at
     _, env_id = resolve_env(config.env.id)
     return None if env_id is None else gym.spec(env_id).reward_threshold
@@ -111,6 +111,10 @@ def _check_compatible(checkpoint: dict, config: Config, run: Run) -> None:
 
 
 def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bool, verbose: bool) -> Run:
+    if config.algo == "grpo":  # a language model, not an env: its own loop with the same run directory
+        from rlpilot.llm.grpo import run_grpo
+
+        return run_grpo(config, run, checkpoint=checkpoint, show_progress=show_progress, verbose=verbose)
     torch.set_num_threads(config.train.num_threads)
     device = resolve_device(config.train.device)
     threshold = solved_threshold(config)

@@ -83,7 +83,11 @@ def test_gae_by_hand_terminated_vs_truncated():
         },
         batch_size=[1, 3],
     )
+    lean = batch.clone()
     algo.advantage(batch)
+    algo.lean_advantage(lean)
+    for key in ("advantage", "value_target", "state_value", ("next", "state_value")):
+        torch.testing.assert_close(lean[key], batch[key])
     # step 2 (terminated): delta = 3 - 1 = 2;                       A2 = 2
     # step 1 (truncated): delta = 2 + 0.5*1 - 1 = 1.5, trace cut;   A1 = 1.5
     # step 0: delta = 1 + 0.5*1 - 1 = 0.5; A0 = 0.5 + 0.5*0.5*A1 = 0.875
@@ -133,3 +137,35 @@ def test_greedy_continuous_action_is_inside_the_box():
     assert action.abs().max() <= 2.0
     sampled, extra = algo.act(minibatch["observation"])
     assert sampled.abs().max() <= 2.0 and torch.isfinite(extra[algo.log_prob_key]).all()
+
+
+def test_fast_discrete_sampling_is_the_categorical_distribution():
+    """act() samples with Gumbel-max on plain tensors: same distribution and log-probs as Categorical."""
+    config = load_config("ppo-acrobot")
+    env = make_env(config.env, seed=0)
+    algo = PPO(config, env, torch.device("cpu"))
+    with torch.no_grad():
+        algo.actor_net[-1].weight.normal_(0, 1.0)  # a policy far from uniform
+    torch.manual_seed(0)
+    observation = torch.randn(1, 6).expand(40_000, 6)
+    action, extra = algo.act(observation)
+    with torch.no_grad():
+        reference = torch.distributions.Categorical(logits=algo.actor_net(observation[:1]))
+        log_prob = reference.log_prob(action.clone())
+    frequencies = torch.bincount(action, minlength=3).double() / len(action)
+    assert frequencies.tolist() == pytest.approx(reference.probs[0].tolist(), abs=0.01)
+    assert torch.allclose(extra[algo.log_prob_key], log_prob, atol=1e-6)
+
+
+def test_lean_advantage_equals_torchrl_gae_on_a_collected_batch():
+    config = load_config("ppo-cartpole", overrides=["env.num_envs=8", "ppo.steps_per_env=64"])
+    env = make_env(config.env, seed=0)
+    algo = PPO(config, env, torch.device("cpu"))
+    batch = BatchCollector(env, algo.act, steps=64, seed=0).collect()
+    assert batch.get(("next", "done")).any()
+    lean = batch.clone()
+    with torch.no_grad():
+        algo.advantage(batch)
+        algo.lean_advantage(lean)
+    for key in ("advantage", "value_target", "state_value", ("next", "state_value")):
+        torch.testing.assert_close(lean[key], batch[key], rtol=1e-5, atol=1e-5)

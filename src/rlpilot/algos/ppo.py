@@ -20,6 +20,7 @@ from torchrl.envs.utils import ExplorationType
 from torchrl.modules import OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value import GAE
+from torchrl.objectives.value.functional import vec_generalized_advantage_estimate
 
 from rlpilot.config import Config
 from rlpilot.models import GaussianHead, GreedyActor, action_kind, network
@@ -108,6 +109,13 @@ class PPO:
 
     @torch.inference_mode()
     def act(self, observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        if self.distribution_class is torch.distributions.Categorical:
+            # Gumbel-max sampling on plain tensors: exact Categorical samples at ~1/7 of the cost of
+            # torch.distributions.Categorical (profile, 4096 envs x 2 actions: 1.3 ms -> 0.2 ms a step;
+            # 8 envs: 120 us -> 15 us)
+            log_probs = torch.log_softmax(self.actor_net(observation), -1)
+            action = (log_probs - torch.empty_like(log_probs).exponential_().log()).argmax(-1)
+            return action, {self.log_prob_key: log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)}
         dist = self._distribution(observation)
         if self.kind == "discrete":
             action = dist.sample()
@@ -137,7 +145,10 @@ class PPO:
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         cfg = self.config.ppo
         with torch.no_grad():
-            self.advantage(batch)
+            if cfg.loss_impl == "torchrl":
+                self.advantage(batch)
+            else:
+                self.lean_advantage(batch)
         flat = batch.reshape(-1)
         size = cfg.minibatch_size
         n_minibatches = self.config.minibatches_per_epoch
@@ -177,6 +188,33 @@ class PPO:
         metrics["ppo/clip_epsilon"] = float(self.loss.clip_epsilon)
         metrics["ppo/explained_variance"] = explained_variance(flat["state_value"], flat["value_target"])
         return metrics
+
+    def lean_advantage(self, batch: TensorDict) -> None:
+        """What ``self.advantage`` (TorchRL's GAE module) writes, computed on plain tensors.
+
+        Same estimator (TorchRL's ``vec_generalized_advantage_estimate``), same keys. Why: the module
+        runs the critic through vmap and TensorDict plumbing, ~24 ms a batch on a 256-transition
+        CartPole batch (its first call also imported pandas when installed: 0.7 s) against ~1 ms
+        here: 40% of a 4-second CartPole run went there. A test checks both write the same values.
+        """
+        cfg = self.config.ppo
+        observation, next_observation = batch.get("observation"), batch.get(("next", "observation"))
+        values = self.critic_net(torch.cat((observation, next_observation)))
+        value, next_value = values.chunk(2)
+        advantage, value_target = vec_generalized_advantage_estimate(
+            cfg.gamma,
+            cfg.gae_lambda,
+            value,
+            next_value,
+            batch.get(("next", "reward")),
+            batch.get(("next", "done")),
+            batch.get(("next", "terminated")),
+            time_dim=-2,
+        )
+        batch.set("advantage", advantage)
+        batch.set("value_target", value_target)
+        batch.set("state_value", value)
+        batch.set(("next", "state_value"), next_value)
 
     def lean_loss(self, minibatch) -> dict[str, torch.Tensor]:
         """The same clipped objective, value and entropy terms as ``self.loss`` (ClipPPOLoss) in plain torch.

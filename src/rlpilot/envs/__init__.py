@@ -37,6 +37,7 @@ from torchrl.envs import (
 
 from rlpilot.config import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
+from rlpilot.envs.native import NativeEnv, make_native_vector_env
 from rlpilot.envs.pixels import FrameReader, frame_stack_transform, frame_transforms, is_image_spec
 from rlpilot.errors import UserError
 
@@ -116,9 +117,15 @@ def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
 
 
 def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
-    """A gymnasium vector env with autoreset DISABLED (resets are driven by the caller)."""
+    """A gymnasium vector env with autoreset DISABLED (resets are driven by the caller).
+
+    ``env.backend=native``: a :class:`rlpilot.envs.native.NativeVectorEnv` (same API, torch tensors)."""
     numpy_class = NUMPY_VECTOR_ENVS.get(env_cfg.id)
     backend = env_cfg.backend
+    if backend == "native":  # torch tensors on the CPU; make_env puts them on the run's device
+        return make_native_vector_env(
+            env_cfg.id, num_envs, max_episode_steps=env_cfg.max_episode_steps, kwargs=env_cfg.kwargs
+        )
     if backend == "numpy" and numpy_class is None:
         raise UserError(
             f"env.backend=numpy: no numpy-vectorised implementation of '{env_cfg.id}' "
@@ -165,11 +172,20 @@ def make_env(
     resuming or evaluating, else measured on random rollouts); ``StepCounter`` and ``RewardSum``
     (``episode_reward``) for episode bookkeeping.
     """
-    base = GymVectorEnv(
-        make_vector_env(env_cfg, num_envs or env_cfg.num_envs),
-        device=device,
-        one_hot_actions=env_cfg.action_encoding == "one_hot",
-    )
+    one_hot = env_cfg.action_encoding == "one_hot"
+    if env_cfg.backend == "native":
+        native = make_native_vector_env(
+            env_cfg.id,
+            num_envs or env_cfg.num_envs,
+            device=device,
+            max_episode_steps=env_cfg.max_episode_steps,
+            kwargs=env_cfg.kwargs,
+        )
+        base = NativeEnv(native, one_hot_actions=one_hot)
+    else:
+        base = GymVectorEnv(
+            make_vector_env(env_cfg, num_envs or env_cfg.num_envs), device=device, one_hot_actions=one_hot
+        )
     transforms = []
     obs_keys = _observation_keys(base)
     if obs_keys == ["observation"] and is_image_spec(base.observation_spec["observation"]):
@@ -238,7 +254,7 @@ def observation_reader(env: TransformedEnv, *, normalize: bool = True) -> Callab
     Image observations get a :class:`~rlpilot.envs.pixels.FrameReader` (stateful when frames are
     stacked): callers pass ``reset=mask`` (or ``True``) when ``raw`` comes from a (partial) reset.
     """
-    base: GymVectorEnv = env.base_env
+    base: GymVectorEnv | NativeEnv = env.base_env
     device = base.device
     if _observation_keys(base) == ["observation"] and is_image_spec(base.observation_spec["observation"]):
         stack = next((t for t in env.transform if isinstance(t, CatFrames)), None)
@@ -268,3 +284,10 @@ def obs_norm_state(env: TransformedEnv) -> dict | None:
     if norm is None:
         return None
     return {"loc": norm.loc.detach().cpu(), "scale": norm.scale.detach().cpu()}
+
+
+def to_numpy(value) -> np.ndarray:
+    """A gymnasium (numpy) or native (tensor, any device) batch value as a numpy array."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)

@@ -70,7 +70,8 @@ class FrameReader:
         self.stack: torch.Tensor | None = None
 
     def frames(self, raw) -> torch.Tensor:
-        frame = torch.as_tensor(np.asarray(raw), device=self.device)
+        frame = raw if isinstance(raw, torch.Tensor) else torch.as_tensor(np.asarray(raw))
+        frame = frame.to(self.device)
         for transform in self.transforms:
             frame = transform._apply_transform(frame)  # TorchRL's own per-tensor step of each transform
         return frame
@@ -86,7 +87,8 @@ class FrameReader:
         if reset is None or reset is True or self.stack is None:
             self.stack = repeated
         else:
-            mask = torch.as_tensor(np.asarray(reset), device=self.device).view(-1)
+            mask = reset if isinstance(reset, torch.Tensor) else torch.as_tensor(np.asarray(reset))
+            mask = mask.to(self.device).view(-1)
             self.stack = torch.where(mask.view(-1, 1, 1, 1), repeated, self.stack)
         return self.stack
 

@@ -1,0 +1,456 @@
+"""GRPO on TorchRL's LLM stack, and the training loop behind ``rlpilot train grpo-<task>``.
+
+One step: sample ``prompts_per_step`` training prompts; ``TransformersWrapper(generate=True,
+num_samples=group_size)`` samples a group of responses for each; the task scores them; each
+response's advantage is its reward standardised within its group (GRPO has no critic); the policy
+and the frozen reference model score ``prompt + response`` (``TransformersWrapper(generate=False)``)
+for the sampling and reference log-probabilities; ``GRPOLoss`` (clipped ratio over response tokens,
+``masking_strategy="sft"``, KL to the reference) takes ``grpo.epochs`` gradient steps.
+
+Why not the tutorial's recipe: wrapping ``model.generate`` in a ``TensorDictModule`` for
+``ClipPPOLoss`` gives token ids but no differentiable log-probabilities, and PPO's critic has no
+value head to train on a language model. The loop writes the same run directory as control runs
+(config.yaml, meta.json, metrics.csv, events.jsonl, weights-only checkpoints, curve.png).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+import warnings
+
+import torch
+
+from rlpilot.config import Config
+from rlpilot.errors import UserError
+from rlpilot.llm import require_transformers
+from rlpilot.llm.tasks import Task, make_task
+from rlpilot.runs import MetricsWriter, Run
+
+# TorchRL 0.14.1's TransformersWrapper computes log-probs with cross_entropy(..., reduce=False): torch warns
+# on every run; the numbers are right (tests/unit/test_llm_parts.py)
+warnings.filterwarnings("ignore", message="size_average and reduce args will be deprecated", category=UserWarning)
+
+SAMPLE_RESPONSES_IN_EVENTS = 4  # eval events show a few prompt -> response pairs: what the numbers mean
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
+
+
+def build_model(config: Config, device: torch.device):
+    """The policy model and tokenizer of ``llm.model``: the tiny model built in code, or a local directory."""
+    require_transformers()
+    from rlpilot.llm.model import build_char_tokenizer, build_tiny_model, load_model
+
+    dtype = torch_dtype(config.llm.dtype)
+    if config.llm.model == "tiny":
+        tokenizer = build_char_tokenizer()
+        model = build_tiny_model(
+            tokenizer, hidden_size=config.llm.tiny_hidden_size, layers=config.llm.tiny_layers, seed=config.train.seed
+        )
+    else:
+        model, tokenizer = load_model(config.llm.model, dtype=dtype)
+    return model.to(device=device, dtype=dtype).eval(), tokenizer
+
+
+def frozen_copy(model):
+    reference = copy.deepcopy(model).eval()
+    reference.requires_grad_(False)
+    return reference
+
+
+def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO's advantage: each response's reward standardised within its prompt's group ([prompts, group]).
+
+    A group whose responses all score the same gets advantage 0 (nothing to prefer); also returns the
+    per-group standard deviation (unbiased, as in the GRPO paper's ``std``)."""
+    group_std = rewards.std(dim=1, keepdim=True)
+    return (rewards - rewards.mean(dim=1, keepdim=True)) / (group_std + eps), group_std
+
+
+class GRPOLearner:
+    """Sampling, scoring and the GRPO update for one policy model and its frozen reference."""
+
+    def __init__(self, model, reference, tokenizer, task: Task, config: Config, device: torch.device):
+        from torchrl.modules.llm import TransformersWrapper
+        from torchrl.objectives.llm import GRPOLoss
+
+        from rlpilot.monitor import Guard
+
+        self.model, self.tokenizer, self.task, self.config = model, tokenizer, task, config
+        llm, grpo = config.llm, config.grpo
+        common = {"tokenizer": tokenizer, "input_mode": "text", "device": device}
+        generation = {"max_new_tokens": llm.max_new_tokens}
+        self.sampler = TransformersWrapper(
+            model,
+            generate=True,
+            return_log_probs=False,
+            num_samples=grpo.group_size,
+            # top_k = vocabulary, top_p = 1: sample from the model's whole distribution (the one GRPOLoss's
+            # ratio assumes); TorchRL refuses top_k=0, transformers' default is 50
+            generate_kwargs={
+                **generation,
+                "do_sample": True,
+                "temperature": llm.temperature,
+                "top_k": model.config.vocab_size,
+                "top_p": 1.0,
+            },
+            **common,
+        )
+        self.greedy = TransformersWrapper(
+            model, generate=True, return_log_probs=False, generate_kwargs={**generation, "do_sample": False}, **common
+        )
+        self.scorer = TransformersWrapper(model, generate=False, return_log_probs=True, pad_output=False, **common)
+        self.reference = TransformersWrapper(
+            reference, generate=False, return_log_probs=True, pad_output=False, **common
+        )
+        self.loss = GRPOLoss(
+            self.scorer,
+            clip_epsilon=grpo.clip_epsilon,
+            kl_to_ref_coeff=grpo.kl_coef if grpo.kl_coef > 0 else None,
+            entropy_bonus=grpo.entropy_coef > 0,
+            entropy_coeff=grpo.entropy_coef,
+            masking_strategy="sft",  # response tokens only: single-turn prompts
+        )
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=grpo.lr)
+        self.guard = Guard(config.guard)
+        self.updates = 0
+        self.reference_model = reference
+
+    # -- sampling --------------------------------------------------------------------------------
+    def generate(self, prompts: list[str], *, greedy: bool) -> tuple[list[list[str]], list[list[torch.Tensor]], object]:
+        """Responses (text, and token ids) per prompt: ``group_size`` samples each, or one greedy."""
+        from tensordict import TensorDict
+        from torchrl.modules.llm.policies import Text
+
+        data = TensorDict(text=Text(prompt=list(prompts), batch_size=[len(prompts)]), batch_size=[len(prompts)])
+        with torch.no_grad():
+            out = (self.greedy if greedy else self.sampler)(data)
+        if greedy:
+            return (
+                [[r] for r in out["text", "response"]],
+                [[t] for t in out.get(("tokens", "response"), as_list=True)],
+                out,
+            )
+        responses = [list(group) for group in out["text", "response"]]
+        flat_tokens = out.reshape(-1).get(("tokens", "response"), as_list=True)
+        size = self.config.grpo.group_size
+        tokens = [flat_tokens[i * size : (i + 1) * size] for i in range(len(prompts))]
+        return responses, tokens, out
+
+    def rewards(self, prompts: list[str], responses: list[list[str]]) -> torch.Tensor:
+        eos = self.tokenizer.eos_token
+        return torch.tensor([[self.task.reward(p, r, eos) for r in group] for p, group in zip(prompts, responses)])
+
+    def sample(self, prompts: list[str]) -> tuple[object, dict[str, float]]:
+        """A batch ready for ``GRPOLoss`` and the step's sampling metrics."""
+        start = time.perf_counter()
+        responses, tokens, out = self.generate(prompts, greedy=False)
+        generate_s = time.perf_counter() - start
+        rewards = self.rewards(prompts, responses)
+        advantage, group_std = group_advantages(rewards)
+        flat = out.reshape(-1)
+        batch = self.score(flat.get(("text", "full")).tolist(), flat.get(("tokens", "prompt"), as_list=True))
+        batch.set("advantage", advantage.reshape(-1, 1, 1).to(self.model.device))
+        lengths = torch.tensor([len(t) for group in tokens for t in group], dtype=torch.float32)
+        eos = self.tokenizer.eos_token
+        finished = torch.tensor([eos in r for group in responses for r in group], dtype=torch.float32)
+        flat_rewards = rewards.flatten()
+        metrics = {
+            "train/reward_mean": float(flat_rewards.mean()),
+            "train/reward_std": float(flat_rewards.std()),
+            "train/reward_p10": float(flat_rewards.quantile(0.1)),
+            "train/reward_p50": float(flat_rewards.quantile(0.5)),
+            "train/reward_p90": float(flat_rewards.quantile(0.9)),
+            "train/reward_frac_zero": float((flat_rewards == 0).float().mean()),
+            "train/group_reward_std": float(group_std.mean()),
+            "train/groups_without_signal": float((group_std.squeeze(1) == 0).float().mean()),
+            "train/episode_return": float(flat_rewards.mean()),
+            "train/response_length": float(lengths.mean()),
+            "train/finished_frac": float(finished.mean()),
+            "time/generate_s": generate_s,
+            "time/tokens_per_s": float(lengths.sum()) / max(generate_s, 1e-9),
+        }
+        return batch, metrics
+
+    def score(self, full_texts: list[str], prompt_tokens: list[torch.Tensor]):
+        """Sampling-policy and reference log-probs of ``prompt + response`` (per token, ragged)."""
+        from tensordict import TensorDict
+        from torchrl.modules.llm.policies import Text
+
+        n = len(full_texts)
+        data = TensorDict(text=Text(full=full_texts, batch_size=[n]), batch_size=[n])
+        with torch.no_grad():
+            scored = self.scorer(data.copy()).to_lazystack(0)
+            reference = self.reference(data.copy()).get(("log_probs", "full"), as_list=True)
+        for item, prompt, ref in zip(scored.tensordicts, prompt_tokens, reference):
+            item.set(("tokens", "prompt"), prompt)
+            item.set(("next", "ref_log_probs", "full"), ref)
+        return scored
+
+    # -- learning --------------------------------------------------------------------------------
+    def learn(self, batch) -> dict[str, float]:
+        """``grpo.epochs`` clipped GRPO steps on the batch; metrics of the last one."""
+        grpo = self.config.grpo
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        for group in self.optimizer.param_groups:
+            group["lr"] = grpo.lr * self.guard.lr_scale
+        start = time.perf_counter()
+        for _ in range(grpo.epochs):
+            out = self.loss(batch)
+            loss = out.loss_objective
+            for extra in (out.loss_kl_to_ref, out.loss_entropy):
+                if extra is not None:
+                    loss = loss + extra
+            grad_norm = self.guard.step(self.optimizer, params, loss, grpo.max_grad_norm, self.updates)
+            self.updates += 1
+        metrics = {
+            "train/loss": float(loss.detach()),
+            "train/loss_objective": float(out.loss_objective.detach()),
+            "train/kl_to_ref": float(out.kl_to_ref) if out.kl_to_ref is not None else math.nan,
+            "train/kl_to_sampler": float(out.kl_approx),
+            "train/clip_fraction": float(out.clip_fraction),
+            "train/ess": float(out.ESS),
+            "train/grad_norm": math.nan if grad_norm is None else float(grad_norm),
+            "train/lr": grpo.lr * self.guard.lr_scale,
+            "time/learn_s": time.perf_counter() - start,
+        }
+        if out.entropy is not None:
+            metrics["train/entropy"] = float(out.entropy)
+        return {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
+
+    def evaluate(self, prompts: list[str]) -> tuple[torch.Tensor, list[str], torch.Tensor]:
+        """Greedy responses to ``prompts``: rewards, responses, response lengths (tokens)."""
+        responses, tokens, _ = self.generate(prompts, greedy=True)
+        rewards = self.rewards(prompts, responses).flatten()
+        lengths = torch.tensor([len(group[0]) for group in tokens], dtype=torch.float32)
+        return rewards, [group[0] for group in responses], lengths
+
+    # -- checkpoints (tensors and plain data only: loaded with weights_only=True) ----------------
+    def state_dict(self) -> dict:
+        state = {
+            "policy": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "guard": self.guard.state_dict(),
+            "updates": self.updates,
+        }
+        # without a warm-up the reference is the model as built or loaded (rebuilt identically from the
+        # config): not saving it spares a model-sized copy per checkpoint (1.8 GiB for a 0.5B model)
+        if self.config.llm.sft_steps > 0:
+            state["reference"] = self.reference_model.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["policy"])
+        if "reference" in state:
+            self.reference_model.load_state_dict(state["reference"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.guard.load_state_dict(state["guard"])
+        self.updates = int(state["updates"])
+
+
+def eval_prompts(config: Config, task: Task) -> list[str]:
+    count = config.grpo.eval_prompts or len(task.heldout_prompts)
+    return task.heldout_prompts[:count]
+
+
+def build_learner(config: Config, device: torch.device, run: Run | None, *, checkpoint: dict | None) -> GRPOLearner:
+    """Model, reference and learner; without a checkpoint the SFT warm-up runs first (reference = after it)."""
+    from rlpilot.llm.sft import sft_warmup
+
+    task = make_task(config.llm.task)
+    model, tokenizer = build_model(config, device)
+    if checkpoint is None and config.llm.sft_steps > 0:
+        start = time.perf_counter()
+        losses = sft_warmup(
+            model,
+            tokenizer,
+            task,
+            steps=config.llm.sft_steps,
+            lr=config.llm.sft_lr,
+            batch_size=config.llm.sft_batch_size,
+            seed=config.train.seed,
+        )
+        if run is not None:
+            run.event(
+                "sft",
+                steps=len(losses),
+                loss_first=losses[0],
+                loss_last=losses[-1],
+                seconds=round(time.perf_counter() - start, 3),
+            )
+    learner = GRPOLearner(model, frozen_copy(model), tokenizer, task, config, device)
+    if checkpoint is not None:
+        learner.load_state_dict(checkpoint["algo_state"])
+    return learner
+
+
+def run_grpo(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bool, verbose: bool) -> Run:
+    """The loop of :func:`rlpilot.train.train` for ``algo: grpo``: sample → score → learn → evaluate → log."""
+    from rlpilot.loggers import RunLoggers
+    from rlpilot.monitor import Progress, ProgressBar
+    from rlpilot.plot import plot_run
+    from rlpilot.train import RESUME_SEED_STRIDE, _stop_on_signals, resolve_device, seed_everything
+
+    require_transformers()
+    torch.set_num_threads(config.train.num_threads)
+    device = resolve_device(config.train.device)
+    progress = Progress.from_state(checkpoint["progress"]) if checkpoint else Progress()
+    seed_everything(config.train.seed + RESUME_SEED_STRIDE * (progress.resumes + (1 if checkpoint else 0)))
+    learner = build_learner(config, device, run, checkpoint=checkpoint)
+    if checkpoint:
+        torch.set_rng_state(checkpoint["torch_rng"])
+        progress.resumes += 1
+        run.truncate_metrics(after_frames=progress.frames)
+        run.event("resume", frames=progress.frames, resumes=progress.resumes)
+    heldout = eval_prompts(config, learner.task)
+    run.update_meta(
+        status="running",
+        solved_at=config.train.solved_at,
+        device=str(device),
+        resumes=progress.resumes,
+        llm_facts={
+            "task": learner.task.description,
+            "parameters": sum(p.numel() for p in learner.model.parameters()),
+            "max_reward": 1.0,
+            "max_new_tokens": config.llm.max_new_tokens,
+        },
+    )
+    metrics_writer = MetricsWriter(run.path / "metrics.csv")
+    loggers = RunLoggers(run, config.train.loggers)
+    bar = ProgressBar(config, show_progress, initial=progress.frames)
+    status, reason = "failed", None
+    start = time.perf_counter() - progress.elapsed_before
+    next_eval = (progress.frames // config.train.eval_every_frames + 1) * config.train.eval_every_frames
+    next_checkpoint = progress.frames + config.train.checkpoint_every_frames
+
+    def save(name: str = "last") -> None:
+        progress.elapsed_before = time.perf_counter() - start
+        run.save_checkpoint(name, _checkpoint(config, learner, progress))
+
+    def log(row: dict) -> None:
+        elapsed = time.perf_counter() - start
+        row.update({"time/elapsed_s": elapsed, "time/fps": progress.frames / max(elapsed, 1e-9)})
+        metrics_writer.write(row)
+        loggers.log(row)
+
+    try:
+        with _stop_on_signals() as stop:
+            if not checkpoint:  # the curve starts at the warmed-up model: what RL has to improve
+                log({"frames": 0, **_evaluate(config, learner, heldout, run, progress)})
+            while progress.frames < config.train.total_frames and not stop.requested:
+                prompts = _training_prompts(learner.task, config.grpo.prompts_per_step)
+                batch, row = learner.sample(prompts)
+                row.update(learner.learn(batch))
+                progress.frames += config.frames_per_batch
+                progress.batches += 1
+                progress.episodes += config.frames_per_batch
+                for event in learner.guard.drain():
+                    run.event(event.pop("event"), frames=progress.frames, **event)
+                out_of_time = (
+                    config.train.max_seconds is not None and time.perf_counter() - start >= config.train.max_seconds
+                )
+                done = progress.frames >= config.train.total_frames or out_of_time
+                if progress.frames >= next_eval or done:
+                    next_eval += config.train.eval_every_frames
+                    best_before = progress.best_eval
+                    row.update(_evaluate(config, learner, heldout, run, progress))
+                    if progress.best_eval > best_before:
+                        save("best")
+                row = {"frames": progress.frames, **row}
+                log(row)
+                if progress.frames >= next_checkpoint:
+                    next_checkpoint += config.train.checkpoint_every_frames
+                    learner.guard.trips = 0
+                    save()
+                bar.update(progress, time.perf_counter() - start)
+                if verbose:
+                    bar.write(
+                        f"[status] frames {progress.frames:,}  reward {row['train/reward_mean']:.3f}  "
+                        f"kl {row.get('train/kl_to_ref', 0):.4f}  eval {progress.last_eval}"
+                    )
+                if progress.solved_at_frames is not None and config.train.stop_when_solved:
+                    break
+                if out_of_time:
+                    run.event("time_limit", seconds=round(time.perf_counter() - start, 3))
+                    break
+            if stop.requested:
+                status, reason = "interrupted", f"signal {stop.requested}"
+            else:
+                status = "solved" if progress.solved_at_frames is not None else "finished"
+    except KeyboardInterrupt:
+        status, reason = "interrupted", "KeyboardInterrupt"
+    finally:
+        bar.close()
+        save()
+        loggers.close()
+        run.update_meta(
+            status=status,
+            reason=reason,
+            end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            frames=progress.frames,
+            elapsed_s=round(progress.elapsed_before, 3),
+            last_eval=progress.last_eval,
+            best_eval=None if progress.best_eval == -math.inf else progress.best_eval,
+            solved_at_frames=progress.solved_at_frames,
+            guard_trips=learner.guard.total_trips,
+        )
+        run.event("end", status=status, frames=progress.frames)
+        if run.metrics():
+            plot_run(run, solved_at=config.train.solved_at)
+    return run
+
+
+def _training_prompts(task: Task, count: int) -> list[str]:
+    """``count`` training prompts drawn by the (seeded) torch generator: without replacement when enough."""
+    n = len(task.train_prompts)
+    index = torch.randperm(n)[:count] if count <= n else torch.randint(n, (count,))
+    return [task.train_prompts[i] for i in index.tolist()]
+
+
+def _evaluate(config: Config, learner: GRPOLearner, prompts: list[str], run: Run, progress) -> dict[str, float]:
+    """Greedy responses to the held-out prompts; mean reward is ``eval/return_mean`` (1 = every answer right)."""
+    rewards, responses, lengths = learner.evaluate(prompts)
+    mean, std = float(rewards.mean()), float(rewards.std()) if len(rewards) > 1 else 0.0
+    progress.evaluations += 1
+    progress.last_eval = mean
+    progress.best_eval = max(progress.best_eval, mean)
+    examples = {p: r for p, r in list(zip(prompts, responses))[:SAMPLE_RESPONSES_IN_EVENTS]}
+    run.event("eval", frames=progress.frames, mean=mean, std=std, examples=examples)
+    threshold = config.train.solved_at
+    if threshold is not None and mean >= threshold and progress.solved_at_frames is None and progress.frames > 0:
+        progress.solved_at_frames = progress.frames
+        run.event("solved", frames=progress.frames, mean=mean, threshold=threshold, consecutive=1)
+    return {"eval/return_mean": mean, "eval/return_std": std, "eval/response_length": float(lengths.mean())}
+
+
+def _checkpoint(config: Config, learner: GRPOLearner, progress) -> dict:
+    return {
+        "format": 1,
+        "algo": config.algo,
+        "env_id": config.env.id,
+        "config": config.to_dict(),
+        "algo_state": learner.state_dict(),
+        "frames": progress.frames,
+        "progress": progress.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+    }
+
+
+def evaluate_run(path, *, checkpoint: str = "last") -> tuple[torch.Tensor, list[str], list[str]]:
+    """``rlpilot eval`` on an LLM run: greedy held-out rewards of a checkpoint (prompts, responses too)."""
+    from rlpilot.runs import load_run
+    from rlpilot.train import resolve_device
+
+    run = load_run(path)
+    config = run.config()
+    if config.algo != "grpo":
+        raise UserError(f"{run.path} is not an LLM run")
+    state = run.load_checkpoint(checkpoint)
+    device = resolve_device(config.train.device)
+    learner = build_learner(config, device, None, checkpoint=state)
+    prompts = eval_prompts(config, learner.task)
+    rewards, responses, _ = learner.evaluate(prompts)
+    return rewards, prompts, responses

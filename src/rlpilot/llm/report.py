@@ -1,0 +1,42 @@
+"""``rlpilot eval`` on an LLM run: greedy answers to the held-out prompts, their rewards, a CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from rlpilot.runs import atomic_write
+
+
+def is_llm_run(target: str | Path) -> bool:
+    """True for a run directory whose config says ``algo: grpo`` (read without torch or the config module)."""
+    config = Path(target) / "config.yaml"
+    if not config.is_file():
+        return False
+    import yaml
+
+    try:
+        return (yaml.safe_load(config.read_text()) or {}).get("algo") == "grpo"
+    except yaml.YAMLError:
+        return False
+
+
+def eval_llm_run(target: str | Path, *, checkpoint: str = "last", csv_path: str | Path | None = None) -> str:
+    from rlpilot.errors import UserError
+
+    if checkpoint not in ("last", "best"):
+        raise UserError(f"--checkpoint {checkpoint}: choose last or best")
+    from rlpilot.llm.grpo import evaluate_run
+
+    rewards, prompts, responses = evaluate_run(target, checkpoint=checkpoint)
+    out = Path(csv_path) if csv_path is not None else Path(target) / "eval.csv"
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["prompt", "response", "reward"])
+    writer.writerows([p, r, f"{float(x):.6g}"] for p, r, x in zip(prompts, responses, rewards))
+    atomic_write(out, buffer.getvalue())
+    return (
+        f"{len(prompts)} held-out prompts, greedy: mean reward {float(rewards.mean()):.3f} (max 1)  "
+        f"min {float(rewards.min()):.3f}  max {float(rewards.max()):.3f}\nanswers: {out}"
+    )
