@@ -45,6 +45,13 @@ def main() -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("carracing_gpu: no CUDA device visible to torch; pass --device cpu to run on the CPU")
         return 2
+    try:
+        import torchvision  # noqa: F401  (TorchRL's Resize needs it)
+
+        frame_size = "64"
+    except ImportError:
+        print("carracing_gpu: torchvision is not installed, so frames stay 96x96 (the preset resizes to 64x64)")
+        frame_size = "null"
     out = Path(os.environ.get("OUT") or "runs") / "carracing_gpu"
     shutil.rmtree(out, ignore_errors=True)
     # Budget: what is left after imports, minus ~20 s for env start-up and the final evaluation
@@ -61,6 +68,7 @@ def main() -> int:
             "train.num_threads=4",
             "train.eval_every_frames=100000",
             "train.loggers=[]",
+            f"env.frame_size={frame_size}",
         ],
     )
     run = train(config, run_dir=str(out), show_progress=False)
@@ -72,6 +80,7 @@ def main() -> int:
         "device": args.device,
         "num_envs": args.num_envs,
         "backend": args.backend,
+        "frame_size": config.env.frame_size,
         "status": run.status,
         "frames": run.frames,
         "train_seconds": round(float(rows[-1]["time/elapsed_s"]), 1) if rows else None,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
@@ -163,7 +164,18 @@ def _recording(act, single_env, frames: list):
     return act_and_record
 
 
+def video_frame(frame) -> np.ndarray:
+    """An rgb_array render as uint8 RGB: float renders in [0, 1] (MinAtar's) are scaled, and tiny
+    frames (MinAtar's 10x10) are enlarged, nearest neighbour, to at least 160 px."""
+    frame = np.asarray(frame)
+    if frame.dtype != np.uint8:
+        frame = (np.clip(frame, 0.0, 1.0) * 255).round().astype(np.uint8)
+    scale = max(1, 160 // max(frame.shape[:2]))
+    return frame.repeat(scale, 0).repeat(scale, 1) if scale > 1 else frame
+
+
 def write_frames(frames: list, path: Path, fps: int) -> None:
+    frames = [video_frame(frame) for frame in frames]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     if path.suffix.lower() == ".gif":

@@ -92,3 +92,15 @@ def test_async_backend_gives_the_same_frames_as_sync():
         return np.stack(seen)
 
     np.testing.assert_array_equal(frames("async"), frames("sync"))
+
+
+def test_video_frames_from_float_renders_become_visible_uint8():
+    from rlpilot.policy import video_frame
+
+    frame = np.zeros((10, 10, 3))
+    frame[2, 3] = (1.0, 0.5, 0.0)  # MinAtar renders float RGB in [0, 1], 10x10
+    out = video_frame(frame)
+    assert out.dtype == np.uint8 and out.shape == (160, 160, 3)
+    assert out[2 * 16, 3 * 16].tolist() == [255, 128, 0] and out[0, 0].tolist() == [0, 0, 0]
+    big = np.full((96, 96, 3), 7, dtype=np.uint8)
+    assert video_frame(big).shape == (96, 96, 3)  # 160 // 96 = 1: left as it is

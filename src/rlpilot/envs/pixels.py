@@ -44,7 +44,12 @@ def frame_transforms(spec, env_cfg: EnvConfig) -> list[Transform]:
             raise UserError(f"env.grayscale=true needs RGB frames (3 channels); this env's frames have {channels}")
         transforms.append(GrayScale(in_keys=["observation"]))
     if env_cfg.frame_size is not None and (height, width) != (env_cfg.frame_size, env_cfg.frame_size):
-        transforms.append(Resize(env_cfg.frame_size, env_cfg.frame_size, in_keys=["observation"]))
+        try:
+            transforms.append(Resize(env_cfg.frame_size, env_cfg.frame_size, in_keys=["observation"]))
+        except ImportError:  # TorchRL's Resize uses torchvision's resize
+            raise UserError(
+                "env.frame_size needs torchvision (pip install torchvision); null keeps the frames' size"
+            ) from None
     return transforms
 
 
