@@ -66,6 +66,22 @@ def to_numpy_action(action: torch.Tensor, space: gym.Space, *, one_hot: bool = F
     return array.astype(space.dtype, copy=False)
 
 
+def set_batched_specs(env: EnvBase, vector_env, *, one_hot_actions: bool) -> None:
+    """TorchRL specs of batch size ``[num_envs]`` from a vector env's single-env gymnasium spaces:
+    ``observation`` (or one entry per key of a Dict space), the action, a reward, and done flags."""
+    obs_spec = _gym_to_torchrl_spec_transform(vector_env.single_observation_space, device=env.device)
+    if not isinstance(obs_spec, Composite):
+        obs_spec = Composite(observation=obs_spec)
+    env.observation_spec = obs_spec.expand(env.batch_size).to(env.device)
+    action_spec = _gym_to_torchrl_spec_transform(
+        vector_env.single_action_space, device=env.device, categorical_action_encoding=not one_hot_actions
+    )
+    env.action_spec = action_spec.expand(*env.batch_size, *action_spec.shape)
+    env.reward_spec = Unbounded(shape=(*env.batch_size, 1), device=env.device)
+    flag = Categorical(2, shape=(*env.batch_size, 1), dtype=torch.bool, device=env.device)
+    env.done_spec = Composite(done=flag.clone(), terminated=flag.clone(), truncated=flag.clone(), shape=env.batch_size)
+
+
 class GymVectorEnv(EnvBase):
     """TorchRL env of batch size ``[num_envs]`` over a gymnasium ``VectorEnv`` in DISABLED autoreset mode.
 
@@ -82,21 +98,8 @@ class GymVectorEnv(EnvBase):
         super().__init__(batch_size=torch.Size([vector_env.num_envs]), device=device)
         self.vector_env = vector_env
         self.num_envs = vector_env.num_envs
-        single_obs = vector_env.single_observation_space
-        self._dict_obs = isinstance(single_obs, gym.spaces.Dict)
-        obs_spec = _gym_to_torchrl_spec_transform(single_obs, device=self.device)
-        if not isinstance(obs_spec, Composite):
-            obs_spec = Composite(observation=obs_spec)
-        self.observation_spec = obs_spec.expand(self.batch_size).to(self.device)
-        action_spec = _gym_to_torchrl_spec_transform(
-            vector_env.single_action_space, device=self.device, categorical_action_encoding=not one_hot_actions
-        )
-        self.action_spec = action_spec.expand(*self.batch_size, *action_spec.shape)
-        self.reward_spec = Unbounded(shape=(*self.batch_size, 1), device=self.device)
-        flag = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
-        self.done_spec = Composite(
-            done=flag.clone(), terminated=flag.clone(), truncated=flag.clone(), shape=self.batch_size
-        )
+        self._dict_obs = isinstance(vector_env.single_observation_space, gym.spaces.Dict)
+        set_batched_specs(self, vector_env, one_hot_actions=one_hot_actions)
         self._single_action_space = vector_env.single_action_space
         self.one_hot_actions = one_hot_actions and isinstance(vector_env.single_action_space, gym.spaces.Discrete)
         self._seed: int | None = None

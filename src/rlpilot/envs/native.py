@@ -36,10 +36,9 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from tensordict import TensorDict, TensorDictBase
-from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
-from torchrl.envs.libs.gym import _gym_to_torchrl_spec_transform
 
+from rlpilot.envs.gym_vector import set_batched_specs
 from rlpilot.errors import UserError
 
 
@@ -413,17 +412,7 @@ class NativeEnv(EnvBase):
         super().__init__(batch_size=torch.Size([vector_env.num_envs]), device=vector_env.device)
         self.vector_env = vector_env
         self.num_envs = vector_env.num_envs
-        obs_spec = _gym_to_torchrl_spec_transform(vector_env.single_observation_space, device=self.device)
-        self.observation_spec = Composite(observation=obs_spec).expand(self.batch_size).to(self.device)
-        action_spec = _gym_to_torchrl_spec_transform(
-            vector_env.single_action_space, device=self.device, categorical_action_encoding=not one_hot_actions
-        )
-        self.action_spec = action_spec.expand(*self.batch_size, *action_spec.shape)
-        self.reward_spec = Unbounded(shape=(*self.batch_size, 1), device=self.device)
-        flag = Categorical(2, shape=(*self.batch_size, 1), dtype=torch.bool, device=self.device)
-        self.done_spec = Composite(
-            done=flag.clone(), terminated=flag.clone(), truncated=flag.clone(), shape=self.batch_size
-        )
+        set_batched_specs(self, vector_env, one_hot_actions=one_hot_actions)
         self.one_hot_actions = one_hot_actions and vector_env.discrete
         self._seed: int | None = None
 
