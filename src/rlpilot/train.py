@@ -223,23 +223,30 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
         bar.close()
         save()
         loggers.close()
-        run.update_meta(
-            status=status,
-            reason=reason,
-            end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            frames=progress.frames,
-            elapsed_s=round(progress.elapsed_before, 3),
-            last_eval=progress.last_eval,
-            best_eval=None if progress.best_eval == -math.inf else progress.best_eval,
-            solved_at_frames=progress.solved_at_frames,
-            guard_trips=algo.guard.total_trips,
-        )
-        run.event("end", status=status, frames=progress.frames)
-        if run.metrics():
-            plot_run(run, solved_at=threshold)
+        finish_run(run, progress, status=status, reason=reason, guard_trips=algo.guard.total_trips, solved_at=threshold)
         env.close()
         eval_env.close()
     return run
+
+
+def finish_run(
+    run: Run, progress: Progress, *, status: str, reason: str | None, guard_trips: int, solved_at: float | None
+) -> None:
+    """The end of every run, whatever stopped it: the final ``meta.json``, the ``end`` event, the curve."""
+    run.update_meta(
+        status=status,
+        reason=reason,
+        end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        frames=progress.frames,
+        elapsed_s=round(progress.elapsed_before, 3),
+        last_eval=progress.last_eval,
+        best_eval=None if progress.best_eval == -math.inf else progress.best_eval,
+        solved_at_frames=progress.solved_at_frames,
+        guard_trips=guard_trips,
+    )
+    run.event("end", status=status, frames=progress.frames)
+    if run.metrics():
+        plot_run(run, solved_at=solved_at)
 
 
 def _silent(line: str) -> None:

@@ -291,8 +291,7 @@ def run_grpo(config: Config, run: Run, *, checkpoint: dict | None, show_progress
     """The loop of :func:`rlpilot.train.train` for ``algo: grpo``: sample → score → learn → evaluate → log."""
     from rlpilot.loggers import RunLoggers
     from rlpilot.monitor import Progress, ProgressBar
-    from rlpilot.plot import plot_run
-    from rlpilot.train import RESUME_SEED_STRIDE, _stop_on_signals, resolve_device, seed_everything
+    from rlpilot.train import RESUME_SEED_STRIDE, _stop_on_signals, finish_run, resolve_device, seed_everything
 
     require_transformers()
     torch.set_num_threads(config.train.num_threads)
@@ -386,20 +385,14 @@ def run_grpo(config: Config, run: Run, *, checkpoint: dict | None, show_progress
         bar.close()
         save()
         loggers.close()
-        run.update_meta(
+        finish_run(
+            run,
+            progress,
             status=status,
             reason=reason,
-            end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            frames=progress.frames,
-            elapsed_s=round(progress.elapsed_before, 3),
-            last_eval=progress.last_eval,
-            best_eval=None if progress.best_eval == -math.inf else progress.best_eval,
-            solved_at_frames=progress.solved_at_frames,
             guard_trips=learner.guard.total_trips,
+            solved_at=config.train.solved_at,
         )
-        run.event("end", status=status, frames=progress.frames)
-        if run.metrics():
-            plot_run(run, solved_at=config.train.solved_at)
     return run
 
 
