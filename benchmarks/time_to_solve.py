@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -193,13 +194,16 @@ def run_child(
         str(args.episodes),
         *extra,
     ]
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
     process_s = time.perf_counter() - start
+    cpu_end = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds: robust to other load on the machine
+    cpu_s = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
     if out.returncode != 0:
         raise SystemExit(f"{name} seed {seed} failed:\n{out.stderr[-2000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["process_s"] = process_s
+    result["process_cpu_s"] = cpu_s
     return result
 
 
