@@ -88,6 +88,10 @@ def playable(path: str | Path, checkpoint: str = "last", controller: str | None 
     if controller is not None:
         return controlled(str(path), controller)
     path = Path(path)
+    if not path.exists() and _is_env_id(str(path)):
+        raise UserError(
+            f"'{path}' is an env id, not a run: add --controller random (or pid) to evaluate a baseline on it"
+        )
     if path.is_file():
         from rlpilot.export import load_artifact
 
@@ -125,7 +129,15 @@ def controlled(target: str, controller: str) -> PlayablePolicy:
 
     if controller not in CONTROLLERS:
         raise UserError(f"--controller {controller}: choose one of {', '.join(CONTROLLERS)}")
-    return PlayablePolicy(replace(env_config, normalize_obs=False), None, None, default_csv, controller)
+    # raw observations and categorical actions: what the controllers read and the action space samples
+    env_config = replace(env_config, normalize_obs=False, action_encoding="categorical")
+    return PlayablePolicy(env_config, None, None, default_csv, controller)
+
+
+def _is_env_id(name: str) -> bool:
+    import gymnasium as gym
+
+    return name in gym.registry
 
 
 def evaluate_target(

@@ -61,10 +61,17 @@ def test_eval_pid_on_a_trained_run_uses_the_runs_env(tmp_path, capsys):
     assert (run.path / "eval-pid.csv").is_file() and (run.path / "eval.csv").is_file()  # neither overwrites the other
 
 
-def test_pid_on_an_env_without_one_is_one_line(capsys):
-    code, _, err = rlpilot(capsys, "eval", "CartPole-v1", "--controller", "pid")
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["eval", "CartPole-v1", "--controller", "pid"], "--controller random"),  # pid is Reacher's
+        (["eval", "Reacher-v5"], "add --controller random"),  # an env id is not a run
+    ],
+)
+def test_misused_controller_is_one_line(capsys, args, needle):
+    code, _, err = rlpilot(capsys, *args)
     lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2 and len(lines) == 1 and "--controller random" in lines[0], err
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
 
 
 def test_missing_extras_are_one_line_naming_them():
