@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,28 +39,39 @@ SB3_PPO_ZOO = dict(
     learning_rate=1e-3,
     clip_range=0.2,
     n_envs=8,
+    schedule="linear",  # Zoo's lin_1e-3 / lin_0.2: learning rate and clip range decay to 0
 )
 
 
-def worker_rlpilot(preset: str, seed: int, eval_every: int, budget: int, episodes: int) -> dict:
+def worker_rlpilot(
+    preset: str,
+    seed: int,
+    eval_every: int,
+    budget: int,
+    episodes: int,
+    *,
+    threshold: float = THRESHOLD,
+    max_seconds: float | None = None,
+) -> dict:
     from rlpilot.config import load_config
     from rlpilot.train import train
 
-    config = load_config(
-        preset,
-        overrides=[
-            f"train.seed={seed}",
-            f"train.eval_every_frames={eval_every}",
-            f"train.total_frames={budget}",
-            f"train.eval_episodes={episodes}",
-            f"train.solved_at={THRESHOLD}",
-        ],
-    )
+    overrides = [
+        f"train.seed={seed}",
+        f"train.eval_every_frames={eval_every}",
+        f"train.total_frames={budget}",
+        f"train.eval_episodes={episodes}",
+        f"train.solved_at={threshold}",
+    ]
+    if max_seconds is not None:
+        overrides.append(f"train.max_seconds={max_seconds}")
+    config = load_config(preset, overrides=overrides)
     result = train(config, run_root="runs/bench", show_progress=False)
     return {
         "solved": result.status == "solved",
         "frames": result.solved_at_frames or result.frames,
         "train_s": result.elapsed_s,
+        "last_eval": result.last_eval,
         "run": str(result.path),
     }
 
@@ -80,37 +92,45 @@ SB3_DQN_ZOO = dict(
 )
 
 
-def make_sb3(algo: str, seed: int):
+def make_sb3(algo: str, seed: int, *, env_id: str = "CartPole-v1", hyperparams: dict | None = None):
+    """SB3 PPO or DQN with RL Zoo's hyperparameters (``hyperparams``; default: the CartPole ones)."""
     from stable_baselines3 import DQN, PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import LinearSchedule
 
     if algo == "ppo":
-        hp = dict(SB3_PPO_ZOO)
-        env = make_vec_env("CartPole-v1", n_envs=hp.pop("n_envs"), seed=seed)
-        return PPO(
-            "MlpPolicy",
-            env,
-            seed=seed,
-            verbose=0,
-            device="cpu",
-            learning_rate=LinearSchedule(hp.pop("learning_rate"), 0.0, 1.0),
-            clip_range=LinearSchedule(hp.pop("clip_range"), 0.0, 1.0),
-            **hp,
-        )
-    env = make_vec_env("CartPole-v1", n_envs=1, seed=seed)
-    return DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **SB3_DQN_ZOO)
+        hp = dict(hyperparams or SB3_PPO_ZOO)
+        env = make_vec_env(env_id, n_envs=hp.pop("n_envs"), seed=seed)
+        if hp.pop("schedule", "constant") == "linear":
+            hp["learning_rate"] = LinearSchedule(hp["learning_rate"], 0.0, 1.0)
+            hp["clip_range"] = LinearSchedule(hp["clip_range"], 0.0, 1.0)
+        return PPO("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **hp)
+    env = make_vec_env(env_id, n_envs=1, seed=seed)
+    return DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **(hyperparams or SB3_DQN_ZOO))
 
 
-def worker_sb3(algo: str, seed: int, eval_every: int, budget: int, episodes: int) -> dict:
+def worker_sb3(
+    algo: str,
+    seed: int,
+    eval_every: int,
+    budget: int,
+    episodes: int,
+    *,
+    env_id: str = "CartPole-v1",
+    hyperparams: dict | None = None,
+    threshold: float = THRESHOLD,
+    max_seconds: float | None = None,
+) -> dict:
+    """SB3 learning until its greedy evaluation reaches ``threshold``, the budget, or ``max_seconds``."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
 
     torch.set_num_threads(1)  # as rlpilot; small MLPs run fastest on one thread here
-    model = make_sb3(algo, seed)
-    eval_env = make_vec_env("CartPole-v1", n_envs=episodes, seed=seed + 10_000)
+    model = make_sb3(algo, seed, env_id=env_id, hyperparams=hyperparams)
+    eval_env = make_vec_env(env_id, n_envs=episodes, seed=seed + 10_000)
+    start = time.perf_counter()
 
     class EvalEvery(BaseCallback):
         def __init__(self):
@@ -118,12 +138,17 @@ def worker_sb3(algo: str, seed: int, eval_every: int, budget: int, episodes: int
             self.next_eval = eval_every
             self.solved_frames = None
 
+            self.last_eval = None
+
         def _on_step(self) -> bool:
+            if max_seconds is not None and time.perf_counter() - start > max_seconds:
+                return False  # wall cap, checked every step (SB3 DQN can take minutes between evaluations)
             if self.num_timesteps < self.next_eval:
                 return True
             self.next_eval += eval_every
             mean, _ = evaluate_policy(self.model, eval_env, n_eval_episodes=episodes, deterministic=True)
-            if mean >= THRESHOLD:
+            self.last_eval = float(mean)
+            if mean >= threshold:
                 self.solved_frames = self.num_timesteps
                 return False
             return True
@@ -134,8 +159,9 @@ def worker_sb3(algo: str, seed: int, eval_every: int, budget: int, episodes: int
     elapsed = time.perf_counter() - start
     return {
         "solved": callback.solved_frames is not None,
-        "frames": callback.solved_frames or budget,
+        "frames": callback.solved_frames or model.num_timesteps,
         "train_s": elapsed,
+        "last_eval": callback.last_eval,
     }
 
 
@@ -149,10 +175,13 @@ WORKERS = {
 PAIRS = {"ppo": ("rlpilot-ppo", "sb3-ppo-zoo", 100_000), "dqn": ("rlpilot-dqn", "sb3-dqn-zoo", 50_000)}
 
 
-def run_child(name: str, seed: int, args) -> dict:
+def run_child(
+    name: str, seed: int, args, script: str = __file__, timeout: float | None = None, extra: tuple = ()
+) -> dict:
+    """``script --worker name [extra...]`` in a fresh process; its last stdout line is the JSON result."""
     cmd = [
         sys.executable,
-        __file__,
+        script,
         "--worker",
         name,
         "--seed",
@@ -163,14 +192,18 @@ def run_child(name: str, seed: int, args) -> dict:
         str(args.budget),
         "--episodes",
         str(args.episodes),
+        *extra,
     ]
-    start = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    start, cpu_start = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
     process_s = time.perf_counter() - start
+    cpu_end = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds: robust to other load on the machine
+    cpu_s = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
     if out.returncode != 0:
         raise SystemExit(f"{name} seed {seed} failed:\n{out.stderr[-2000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["process_s"] = process_s
+    result["process_cpu_s"] = cpu_s
     return result
 
 

@@ -160,11 +160,15 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         video=args.video,
         checkpoint=args.checkpoint,
         backend=args.backend,
+        controller=args.controller,
     )
+    who = f"controller {args.controller}" if args.controller else "greedy"
     print(
-        f"{args.episodes} greedy episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
+        f"{args.episodes} {who} episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
         f"min {result.returns.min():.2f}  max {result.returns.max():.2f}"
     )
+    for name, values in result.per_episode().items():
+        print(f"  {name:<18} mean {values.mean():.4g}  std {values.std():.4g}")
     print(f"episodes: {csv_path}")
     if video is not None:
         print(f"video:    {video}")
@@ -251,8 +255,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="a status line every train.milestone_every_frames")
     p.set_defaults(func=_cmd_train)
 
-    p = verbs.add_parser("eval", help="greedy episodes of a trained run or an exported policy")
-    p.add_argument("target", metavar="RUN|ARTIFACT", help="run directory, or a file written by rlpilot export")
+    p = verbs.add_parser("eval", help="greedy episodes of a trained run, an exported policy or a baseline controller")
+    p.add_argument(
+        "target",
+        metavar="RUN|ARTIFACT|ENV",
+        help="run directory, a file written by rlpilot export, or (with --controller) an env id",
+    )
+    p.add_argument(
+        "--controller",
+        choices=["pid", "random"],
+        help="play a baseline instead of the policy, on the run's env or ENV: pid (Reacher's IK + PD), random",
+    )
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")
     p.add_argument("--csv", help="per-episode rows (default RUN/eval.csv, or ARTIFACT.eval.csv)")

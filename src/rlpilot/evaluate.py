@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
 from rlpilot.envs import observation_reader, to_numpy
+
+# Task measures read from the raw observation an episode ends on, by env id: name -> function of the
+# batch of final observations. Reacher-v5: the fingertip-target vector is the observation's last two entries.
+FINAL_STATE_MEASURES: dict[str, dict[str, Callable[[np.ndarray], np.ndarray]]] = {
+    "Reacher-v5": {"final_distance": lambda obs: np.linalg.norm(obs[:, 8:10], axis=-1)},
+}
 
 
 @dataclass
@@ -18,6 +24,14 @@ class EvalResult:
     lengths: np.ndarray
     actions_seen: int
     """Distinct greedy actions over the evaluation (discrete); 1 means the policy never varies."""
+    action_effort: np.ndarray | None = None
+    """Continuous actions: per episode, mean squared action (over steps and action dimensions, as the
+    env receives them); ``None`` for discrete actions."""
+    action_smoothness: np.ndarray | None = None
+    """Continuous actions: per episode, mean squared change of the action between consecutive steps
+    (0 for a constant action); ``None`` for discrete actions."""
+    final: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per-episode task measures at the last step (``FINAL_STATE_MEASURES``), e.g. ``final_distance``."""
 
     @property
     def mean(self) -> float:
@@ -27,14 +41,21 @@ class EvalResult:
     def std(self) -> float:
         return float(self.returns.std())
 
+    def per_episode(self) -> dict[str, np.ndarray]:
+        """Every per-episode measure beyond return and length, by name."""
+        extra = {"action_effort": self.action_effort, "action_smoothness": self.action_smoothness}
+        return {name: values for name, values in {**extra, **self.final}.items() if values is not None}
+
     def metrics(self) -> dict[str, float]:
-        return {
+        metrics = {
             "eval/return_mean": self.mean,
             "eval/return_std": self.std,
             "eval/return_min": float(self.returns.min()),
             "eval/return_max": float(self.returns.max()),
             "eval/episode_length": float(self.lengths.mean()),
         }
+        metrics.update({f"eval/{name}": float(values.mean()) for name, values in self.per_episode().items()})
+        return metrics
 
 
 def evaluate(
@@ -51,29 +72,63 @@ def evaluate(
     vector_env = env.base_env.vector_env
     read = observation_reader(env)
     n = vector_env.num_envs
-    returns, lengths, seen = [], [], set()
+    measures = FINAL_STATE_MEASURES.get(_env_id(vector_env), {})
+    columns: dict[str, list[np.ndarray]] = {"return": [], "length": [], "effort": [], "smoothness": []}
+    columns.update({name: [] for name in measures})
+    seen: set = set()
+    continuous = False
     for round_index in range((episodes + n - 1) // n):
         raw, _ = vector_env.reset(seed=seed + round_index * n)
         observation = read(raw, reset=True)
         episode_return = np.zeros(n)
         episode_length = np.zeros(n, dtype=np.int64)
+        effort, smoothness = np.zeros(n), np.zeros(n)
+        final = {name: np.zeros(n) for name in measures}
+        previous = None
         active = np.ones(n, dtype=bool)
         while active.any():
             env_action = env.base_env.env_action(greedy_action(observation))
             action_array = to_numpy(env_action)
             if action_array.dtype.kind in "iu":  # actions as the env receives them
                 seen.update(action_array[active].reshape(-1).tolist())
+            else:
+                continuous = True
+                flat = action_array.reshape(n, -1).astype(np.float64)
+                effort += np.square(flat).mean(-1) * active
+                if previous is not None:
+                    smoothness += np.square(flat - previous).mean(-1) * active
+                previous = flat
             raw, reward, terminated, truncated, _ = vector_env.step(env_action)
             reward, terminated, truncated = to_numpy(reward), to_numpy(terminated), to_numpy(truncated)
             episode_return += reward * active
             episode_length += active
             done = terminated | truncated
+            for name, measure in measures.items():  # the observation the episode ends on, before the reset
+                final[name] = np.where(done & active, measure(raw), final[name])
             active &= ~done
             observation = read(raw)
             if done.any():  # reset every finished env (vector envs refuse to step them), ignore them from now on
                 raw, _ = vector_env.reset(options={"reset_mask": done})
                 observation = read(raw, reset=done)
-        returns.append(episode_return)
-        lengths.append(episode_length)
-    keep = slice(0, episodes)
-    return EvalResult(np.concatenate(returns)[keep], np.concatenate(lengths)[keep], len(seen))
+        columns["return"].append(episode_return)
+        columns["length"].append(episode_length)
+        columns["effort"].append(effort / episode_length)
+        columns["smoothness"].append(smoothness / np.maximum(episode_length - 1, 1))
+        for name in measures:
+            columns[name].append(final[name])
+    per_episode = {name: np.concatenate(values)[:episodes] for name, values in columns.items()}
+    return EvalResult(
+        per_episode["return"],
+        per_episode["length"],
+        len(seen),
+        action_effort=per_episode["effort"] if continuous else None,
+        action_smoothness=per_episode["smoothness"] if continuous else None,
+        final={name: per_episode[name] for name in measures},
+    )
+
+
+def _env_id(vector_env) -> str | None:
+    """The gymnasium id of a vector env's sub-envs (``None`` for envs built without one)."""
+    envs = getattr(vector_env, "envs", None)
+    spec = getattr(envs[0], "spec", None) if envs else None
+    return spec.id if spec is not None else None

@@ -66,8 +66,18 @@ class PlayablePolicy:
 
     env_config: EnvConfig
     obs_norm: dict | None
-    act: Callable[[torch.Tensor], torch.Tensor]
+    act: Callable[[torch.Tensor], torch.Tensor] | None
     default_csv: Path
+    controller: str | None = None
+    """A classical controller (``rlpilot.controllers``) played instead of ``act``, on raw observations."""
+
+    def policy_for(self, env: TransformedEnv) -> Callable[[torch.Tensor], torch.Tensor]:
+        """``act``, or the controller built for ``env`` (the random one samples ``env``'s seeded action space)."""
+        if self.controller is None:
+            return self.act
+        from rlpilot.controllers import build_controller
+
+        return build_controller(self.controller, self.env_config.id, env.base_env.vector_env.action_space)
 
     def make_env(
         self, *, num_envs: int, seed: int | None = None, render: bool = False, backend: str | None = None
@@ -78,9 +88,18 @@ class PlayablePolicy:
         return make_env(env_config, num_envs=num_envs, seed=seed, obs_norm_state=self.obs_norm)
 
 
-def playable(path: str | Path, checkpoint: str = "last") -> PlayablePolicy:
-    """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``)."""
+def playable(path: str | Path, checkpoint: str = "last", controller: str | None = None) -> PlayablePolicy:
+    """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``).
+
+    With ``controller``: that classical controller on the env of a run directory, or on a gymnasium id.
+    """
+    if controller is not None:
+        return controlled(str(path), controller)
     path = Path(path)
+    if not path.exists() and _is_env_id(str(path)):
+        raise UserError(
+            f"'{path}' is an env id, not a run: add --controller random (or pid) to evaluate a baseline on it"
+        )
     if path.is_file():
         from rlpilot.export import load_artifact
 
@@ -103,6 +122,32 @@ def playable(path: str | Path, checkpoint: str = "last") -> PlayablePolicy:
     )
 
 
+def controlled(target: str, controller: str) -> PlayablePolicy:
+    """A controller on a run's env (same id, kwargs, time limit) or on a gymnasium id; raw observations."""
+    path = Path(target)
+    if path.is_dir():
+        env_config = load_run(path).config().env
+        default_csv = path / f"eval-{controller}.csv"
+    elif path.is_file():
+        raise UserError(f"--controller runs on a run directory's env or on an env id, not on a file ({target})")
+    else:
+        env_config = EnvConfig(id=target)
+        default_csv = Path(f"eval-{controller}-{target.replace(':', '_').replace('/', '_')}.csv")
+    from rlpilot.controllers import CONTROLLERS
+
+    if controller not in CONTROLLERS:
+        raise UserError(f"--controller {controller}: choose one of {', '.join(CONTROLLERS)}")
+    # raw observations and categorical actions: what the controllers read and the action space samples
+    env_config = replace(env_config, normalize_obs=False, action_encoding="categorical")
+    return PlayablePolicy(env_config, None, None, default_csv, controller)
+
+
+def _is_env_id(name: str) -> bool:
+    import gymnasium as gym
+
+    return name in gym.registry
+
+
 def evaluate_target(
     path: str | Path,
     *,
@@ -112,24 +157,28 @@ def evaluate_target(
     video: str | Path | None = None,
     checkpoint: str = "last",
     backend: str | None = None,
+    controller: str | None = None,
 ) -> tuple[EvalResult, Path, Path | None]:
-    """Greedy episodes of a run or an artifact; per-episode rows to CSV; optionally one episode on video.
+    """Greedy episodes of a run or an artifact (or ``controller`` on a run's env or an env id); per-episode
+    rows to CSV; optionally one episode on video.
 
-    ``backend`` overrides the run's ``env.backend`` (e.g. a policy trained on ``native`` evaluated
+    ``backend`` overrides the env's ``env.backend`` (e.g. a policy trained on ``native`` evaluated
     on gymnasium's own env with ``auto``)."""
-    target = playable(path, checkpoint)
+    target = playable(path, checkpoint, controller)
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
     if backend is not None and backend not in BACKENDS:
         raise UserError(f"--backend {backend}: choose from {', '.join(BACKENDS)}")
     env = target.make_env(num_envs=min(episodes, 64), seed=seed, backend=backend)
     try:
-        result = evaluate(env, target.act, episodes=episodes, seed=seed)
+        result = evaluate(env, target.policy_for(env), episodes=episodes, seed=seed)
     finally:
         env.close()
     csv_path = Path(csv_path) if csv_path is not None else target.default_csv
-    rows = ["episode,seed,return,length"] + [
-        f"{i},{seed + i},{ret:.6g},{length}" for i, (ret, length) in enumerate(zip(result.returns, result.lengths))
+    extra = result.per_episode()
+    rows = [",".join(["episode", "seed", "return", "length", *extra])] + [
+        ",".join([str(i), str(seed + i), f"{ret:.6g}", str(length), *(f"{v[i]:.6g}" for v in extra.values())])
+        for i, (ret, length) in enumerate(zip(result.returns, result.lengths))
     ]
     atomic_write(csv_path, "\n".join(rows) + "\n")
     video_path = None
@@ -149,7 +198,7 @@ def record_video(target: PlayablePolicy, path: Path, *, seed: int, fps: int = 30
         raise UserError(f"cannot render '{target.env_config.id}': {exc}; pip install 'rlpilot[video]'") from None
     single = env.base_env.vector_env.envs[0]
     frames = []
-    evaluate(env, _recording(target.act, single, frames), episodes=1, seed=seed)
+    evaluate(env, _recording(target.policy_for(env), single, frames), episodes=1, seed=seed)
     frames.append(single.render())
     env.close()
     write_frames(frames, path, fps)

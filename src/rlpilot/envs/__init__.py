@@ -49,6 +49,8 @@ NUMPY_VECTOR_ENVS: dict[str, type] = {
 
 # gymnasium raises DependencyNotInstalled for these families; the extra that brings them.
 EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "pygame": "classic-control", "ale_py": "atari"}
+# those rlpilot declares itself (pyproject.toml), so the install line pins what rlpilot was tested with
+RLPILOT_EXTRAS = {"box2d", "mujoco"}
 
 
 # gymnasium namespaces whose ids a package registers on import: (module, its register function or None, extra)
@@ -145,8 +147,11 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
         return gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
     except DependencyNotInstalled as exc:
         text = str(exc)
-        extra = next((name for key, name in EXTRAS.items() if key in text), None)
-        fix = f'pip install "gymnasium[{extra}]"' if extra else "install the missing package"
+        extra = next((name for key, name in EXTRAS.items() if key in text.lower()), None)
+        if extra in RLPILOT_EXTRAS:
+            fix = f"pip install 'rlpilot[{extra}]'"
+        else:
+            fix = f'pip install "gymnasium[{extra}]"' if extra else "install the missing package"
         raise UserError(f"'{env_cfg.id}' needs an optional dependency: {fix}") from None
     except TypeError as exc:
         raise UserError(f"cannot construct '{env_cfg.id}' with env.kwargs={env_cfg.kwargs}: {exc}") from None
