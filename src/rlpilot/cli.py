@@ -138,7 +138,24 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from rlpilot.sweep import run_bench
 
-    print(run_bench(seeds=args.seeds, out=args.out, workers=args.workers, results=args.results or None, ray=args.ray))
+    presets = None
+    if args.presets:
+        from rlpilot.config import preset_names
+
+        presets = [name.strip() for name in args.presets.split(",") if name.strip()]
+        unknown = [name for name in presets if name not in preset_names()]
+        if unknown:
+            raise UserError(f"--presets: unknown preset(s) {', '.join(unknown)} (see rlpilot presets)")
+    print(
+        run_bench(
+            seeds=args.seeds,
+            out=args.out,
+            workers=args.workers,
+            results=args.results or None,
+            ray=args.ray,
+            presets=presets,
+        )
+    )
     return 0
 
 
@@ -299,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", default="runs/bench-presets", help="folder of the sweeps (rerun to resume)")
     p.add_argument("--results", default="docs/results.md", help="markdown file to update ('' to skip)")
+    p.add_argument("--presets", help="comma-separated presets (default: control presets of at most 500k frames)")
     p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster, or 'local'")
     p.set_defaults(func=_cmd_bench)
 

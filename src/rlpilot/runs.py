@@ -45,6 +45,7 @@ def atomic_write(path: Path, data: bytes | str) -> None:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a run's files are meant to be read by others too
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

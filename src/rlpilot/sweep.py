@@ -234,6 +234,22 @@ PEERS = {
 BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
+BENCH_MAX_FRAMES = 500_000
+
+
+def bench_presets() -> list[str]:
+    """What ``rlpilot bench`` runs by default: control presets with a CPU-sized budget (at most
+    500k frames). LLM presets have their own numbers (docs/llm.md); longer ones (LunarLander PPO,
+    CarRacing, the GPU preset) are named with ``--presets``."""
+    from rlpilot.config import preset_names
+
+    return [
+        name
+        for name in preset_names()
+        if (config := load_config(name)).algo != "grpo" and config.train.total_frames <= BENCH_MAX_FRAMES
+    ]
+
+
 def run_bench(
     *,
     seeds: int,
@@ -243,17 +259,15 @@ def run_bench(
     ray: str | None = None,
     presets: list[str] | None = None,
 ) -> str:
-    """Every preset with ``seeds`` seeds (a sweep each), one table; written between markers in ``results``."""
-    from rlpilot.config import preset_names
-
+    """Presets (default: :func:`bench_presets`) with ``seeds`` seeds (a sweep each), one table; written
+    between markers in ``results``."""
     out = Path(out)
     lines = [
         "| preset | env | budget (frames) | solved | final eval mean [95% CI] | final eval IQM [95% CI] | "
         "frames to solve (median) | wall s to solve (median) | peer, measured here |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    control = [name for name in preset_names() if load_config(name).algo != "grpo"]  # LLM runs: docs/llm.md
-    for preset in presets or control:
+    for preset in presets or bench_presets():
         config = load_config(preset)
         row = run_sweep(preset, seeds=seeds, grid=[], out=out / preset, workers=workers, ray=ray)["rows"][0]
         lines.append(

@@ -52,6 +52,9 @@ def test_help_lists_the_verbs():
         (["check", "NoSuchEnv-v9"], "unknown environment 'NoSuchEnv-v9'"),
         (["check", "CartPol-v1"], "Did you mean CartPole-v1"),
         (["eval", "/nonexistent/run"], "is not a run directory"),
+        (["bench", "--presets", "ppo-cartpole,nope"], "unknown preset(s) nope"),
+        (["train", "ppo-cartpole", "--set", "env.backend=fast"], "env.backend must be one of"),
+        (["train", "ppo", "LunarLander-v3", "--set", "env.backend=native"], "no native implementation"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, needle):

@@ -122,3 +122,11 @@ def test_bench_writes_its_table_between_markers(tmp_path):
     runs = [load_run(tmp_path / "bench" / "ppo-cartpole" / "default" / f"s{s}") for s in range(2)]
     assert f"| {sum(r.status == 'solved' for r in runs)}/2 |" in row
     assert f"{np.mean([r.last_eval for r in runs]):.1f} [" in row
+
+
+def test_bench_defaults_to_cpu_sized_control_presets():
+    from rlpilot.sweep import bench_presets
+
+    names = bench_presets()
+    assert {"ppo-cartpole", "dqn-cartpole", "ppo-pendulum"} <= set(names)
+    assert not {"ppo-carracing", "ppo-lunarlander", "ppo-cartpole-gpu", "grpo-reverse"} & set(names)
