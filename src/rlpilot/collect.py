@@ -6,6 +6,12 @@ Profile that shaped it (CartPole, 16 envs, one core): ``Collector`` over the Tor
 ~0.05 ms. Here the gymnasium vector env is stepped directly with plain tensors (policy call,
 observation transforms from :func:`rlpilot.envs.observation_reader`, one preallocated buffer), and
 one TensorDict in TorchRL's layout is built per batch, so losses and value estimators read it unchanged.
+
+Profile at 4,096 CartPoles (2026-11-30, ~3 ms a vector step): the policy forward dominates (two
+``tanh`` layers ~1 ms each on this CPU); ``torch.distributions.Categorical`` sampling took 1.3 ms and
+was replaced by Gumbel-max on plain tensors (0.2 ms, in the PPO algorithm); the env step ~0.2 ms.
+``torch.compile`` of the update was measured at ~25 s to compile against ~1 ms saved per update:
+a CartPole run (a few hundred updates) never earns it back, so nothing here is compiled.
 """
 
 from __future__ import annotations
