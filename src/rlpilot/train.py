@@ -179,10 +179,7 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
                     "train/reward_mean": float(reward.mean()),
                     "train/reward_std": float(reward.std()),
                 }
-                out_of_time = (
-                    config.train.max_seconds is not None and time.perf_counter() - start >= config.train.max_seconds
-                )
-                done = progress.frames >= config.train.total_frames or out_of_time
+                done, out_of_time = budget_spent(config, progress.frames, start)
                 if progress.frames >= next_eval or done:
                     next_eval += config.train.eval_every_frames
                     best_before = progress.best_eval
@@ -227,6 +224,14 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
         env.close()
         eval_env.close()
     return run
+
+
+def budget_spent(config: Config, frames: int, start: float) -> tuple[bool, bool]:
+    """``(done, out_of_time)``: the frame budget or the wall-clock budget (``train.max_seconds``,
+    counted from ``start``, a ``time.perf_counter()`` reading) is used up."""
+    limit = config.train.max_seconds
+    out_of_time = limit is not None and time.perf_counter() - start >= limit
+    return frames >= config.train.total_frames or out_of_time, out_of_time
 
 
 def finish_run(

@@ -291,7 +291,14 @@ def run_grpo(config: Config, run: Run, *, checkpoint: dict | None, show_progress
     """The loop of :func:`rlpilot.train.train` for ``algo: grpo``: sample → score → learn → evaluate → log."""
     from rlpilot.loggers import RunLoggers
     from rlpilot.monitor import Progress, ProgressBar
-    from rlpilot.train import RESUME_SEED_STRIDE, _stop_on_signals, finish_run, resolve_device, seed_everything
+    from rlpilot.train import (
+        RESUME_SEED_STRIDE,
+        _stop_on_signals,
+        budget_spent,
+        finish_run,
+        resolve_device,
+        seed_everything,
+    )
 
     require_transformers()
     torch.set_num_threads(config.train.num_threads)
@@ -348,10 +355,7 @@ def run_grpo(config: Config, run: Run, *, checkpoint: dict | None, show_progress
                 progress.episodes += config.frames_per_batch
                 for event in learner.guard.drain():
                     run.event(event.pop("event"), frames=progress.frames, **event)
-                out_of_time = (
-                    config.train.max_seconds is not None and time.perf_counter() - start >= config.train.max_seconds
-                )
-                done = progress.frames >= config.train.total_frames or out_of_time
+                done, out_of_time = budget_spent(config, progress.frames, start)
                 if progress.frames >= next_eval or done:
                     next_eval += config.train.eval_every_frames
                     best_before = progress.best_eval
