@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# The demo stops after two greedy evaluations in a row at >= 475 (the preset stops at the first, the
+# rule of benchmarks/time_to_solve.py), so the 100-episode evaluation that follows sees a settled policy.
 demo: $(STAMP)
-	$(BIN)/rlpilot train ppo-cartpole --run-dir $(DEMO_RUN)
+	$(BIN)/rlpilot train ppo-cartpole --set train.solved_consecutive=2 --run-dir $(DEMO_RUN)
 	$(BIN)/rlpilot eval $(DEMO_RUN) --episodes 100
 	@echo "run directory: $(DEMO_RUN)   curve: $(DEMO_RUN)/curve.png"
 

@@ -347,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rlpilot: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `rlpilot eval RUN | head -1`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
 
 
 if __name__ == "__main__":
