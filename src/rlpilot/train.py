@@ -160,6 +160,8 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
         progress.elapsed_before = time.perf_counter() - start
         run.save_checkpoint(name, _checkpoint(config, algo, env, progress))
 
+    unlogged_returns: list[float] = []
+    unlogged_lengths: list[int] = []
     try:
         with _stop_on_signals() as stop:
             while progress.frames < config.train.total_frames and not stop.requested:
@@ -169,12 +171,14 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
                 metrics = algo.learn(batch, progress.frames)
                 returns, lengths = collector.episodes.drain()
                 progress.episodes += len(returns)
+                unlogged_returns += returns  # episodes of batches between two rows go in the next row
+                unlogged_lengths += lengths
                 events = collector.events + algo.guard.drain() + milestones.episodes(progress, returns)
                 collector.events = []
                 reward = batch.get(("next", "reward"))  # what the learner sees (after reward scaling)
                 row = {
                     "frames": progress.frames,
-                    **_episode_metrics(returns, lengths),
+                    **_episode_metrics(unlogged_returns, unlogged_lengths),
                     **metrics,
                     "train/reward_mean": float(reward.mean()),
                     "train/reward_std": float(reward.std()),
@@ -196,6 +200,7 @@ def _run(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bo
                     next_log = progress.frames + config.train.log_every_frames
                     metrics_writer.write(row)
                     loggers.log(row)
+                    unlogged_returns, unlogged_lengths = [], []
                 if progress.frames >= next_checkpoint:
                     next_checkpoint += config.train.checkpoint_every_frames
                     algo.guard.trips = 0  # a checkpoint taken now is the new last good state
