@@ -27,6 +27,7 @@ episodes on the same device, but not the same numbers as gymnasium's numpy gener
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Any
 
@@ -42,7 +43,7 @@ from rlpilot.envs.gym_vector import set_batched_specs
 from rlpilot.errors import UserError
 
 
-class NativeVectorEnv:
+class NativeVectorEnv(abc.ABC):
     """Batched dynamics on tensors; subclasses define the physics of one gymnasium env.
 
     Subclass hooks: ``_initial_state(n)`` (a reset draw), ``_transition(state, action)`` (next state,
@@ -113,8 +114,8 @@ class NativeVectorEnv:
         self.generator.manual_seed(int(seed))
         self.action_space.seed(int(seed))
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 - gymnasium's API; tensors need no closing
+        """Nothing to release (gymnasium's vector API has ``close``; tensors are freed with the env)."""
 
     # -- helpers for subclasses --------------------------------------------------------------------
     def _uniform(self, n: int, low, high, dim: int) -> torch.Tensor:
@@ -123,11 +124,13 @@ class NativeVectorEnv:
         high = torch.as_tensor(high, dtype=torch.float64, device=self.device)
         return low + (high - low) * u
 
+    @abc.abstractmethod
     def _initial_state(self, n: int) -> torch.Tensor:
-        raise NotImplementedError
+        """A reset draw: ``[n, state_dim]`` float64 states from gymnasium's reset distribution."""
 
+    @abc.abstractmethod
     def _transition(self, state: torch.Tensor, action: torch.Tensor):
-        raise NotImplementedError
+        """One step of every env: ``(next_state, reward, terminated)``."""
 
     def _observe(self, state: torch.Tensor) -> torch.Tensor:
         return state.to(torch.float32)

@@ -8,6 +8,7 @@ A response is the generated text up to the end-of-sequence token; a response tha
 
 from __future__ import annotations
 
+import abc
 import random
 from dataclasses import dataclass
 
@@ -49,7 +50,7 @@ def position_matches(answer: str, finished: bool, target: str) -> float:
 
 
 @dataclass
-class Task:
+class Task(abc.ABC):
     """Prompts, their targets and the reward; ``sft_example`` is the answer the warm-up teaches."""
 
     name: str
@@ -62,8 +63,9 @@ class Task:
         answer, finished = split_answer(response, eos)
         return self._score(prompt, answer, finished)
 
+    @abc.abstractmethod
     def _score(self, prompt: str, answer: str, finished: bool) -> float:
-        raise NotImplementedError
+        """The reward in [0, 1] of ``answer`` (the response up to end-of-sequence) to ``prompt``."""
 
     def sft_example(self, prompt: str) -> str:
         return self.targets[prompt]
