@@ -1,25 +1,13 @@
 """The CLI as a user meets it: real subprocesses, exit codes and one-line errors."""
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
+from cli_runner import run_cli
 
-
-def rlpilot(*args, timeout=300):
-    """Runs the CLI from the tests folder, as a user runs it from their project (their env modules there)."""
-    return subprocess.run(
-        [sys.executable, "-m", "rlpilot.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=TESTS,
-        env={**os.environ, "PYTHONPATH": ""},
-    )
+rlpilot = run_cli
 
 
 def test_help_and_presets_do_not_import_torch():

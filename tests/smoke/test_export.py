@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_runner import run_cli
 from rlpilot.config import load_config
 from rlpilot.errors import UserError
 from rlpilot.export import FORMATS, export_run, load_artifact
@@ -103,8 +104,7 @@ def test_eval_writes_episodes_and_a_gif(runs, tmp_path):
     assert same.lengths[0] >= 100 and same.lengths[0] * 30 <= total_ms <= (same.lengths[0] + 1) * 40
 
 
-def rlpilot(*args):
-    return subprocess.run([sys.executable, "-m", "rlpilot.cli", *args], capture_output=True, text=True, timeout=300)
+rlpilot = run_cli
 
 
 def test_export_bad_input_is_one_line_and_leaves_nothing(runs, tmp_path):

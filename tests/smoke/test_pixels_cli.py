@@ -1,28 +1,15 @@
 """Pixel envs at the CLI: `rlpilot check` reports the pixel specs and writes a sample frame PNG;
 `export` refuses image observations in one line."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from PIL import Image
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from cli_runner import run_cli
 
 pytest.importorskip("minatar", reason="the pixels extra: pip install 'rlpilot[pixels]'")
 
 
-def rlpilot(*args, cwd, timeout=300):
-    return subprocess.run(
-        [sys.executable, "-m", "rlpilot.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    )
+rlpilot = run_cli
 
 
 def test_check_on_a_pixel_env_reports_the_chain_and_writes_a_png(tmp_path):

@@ -6,8 +6,6 @@ import os
 import pickle
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,28 +14,13 @@ import pytest
 import torch
 import yaml
 
+from cli_runner import run_cli, start_cli
 from rlpilot.config import load_config
 from rlpilot.plot import curve_data, plot_runs
 from rlpilot.runs import load_run
 from rlpilot.train import train
 
-TESTS = Path(__file__).resolve().parents[1]
-
-
-def rlpilot(*args, timeout=300):
-    return subprocess.run(
-        [sys.executable, "-m", "rlpilot.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=TESTS
-    )
-
-
-def start(*args):
-    return subprocess.Popen(
-        [sys.executable, "-m", "rlpilot.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=TESTS,
-    )
+rlpilot, start = run_cli, start_cli
 
 
 def wait_for_training(run_dir: Path, timeout: float = 60) -> None:

@@ -1,0 +1,30 @@
+"""The CLI as a user runs it: a fresh ``python -m rlpilot.cli`` process, from the tests folder (where the
+tests' own env modules live, as a user's would be in their project)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _command(args) -> list[str]:
+    return [sys.executable, "-m", "rlpilot.cli", *map(str, args)]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": ""}  # the installed rlpilot, nothing from the test run's path
+
+
+def run_cli(*args, cwd: str | Path = TESTS, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(_command(args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=_env())
+
+
+def start_cli(*args, cwd: str | Path = TESTS) -> subprocess.Popen:
+    """A CLI process left running (for tests that signal or kill it)."""
+    return subprocess.Popen(
+        _command(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=_env()
+    )
