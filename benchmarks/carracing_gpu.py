@@ -40,7 +40,7 @@ def main() -> int:
     import torch
 
     from rlpilot.config import load_config
-    from rlpilot.train import train
+    from rlpilot.loop.trainer import train
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("carracing_gpu: no CUDA device visible to torch; pass --device cpu to run on the CPU")

@@ -116,7 +116,7 @@ def main() -> None:
         prompts = task.train_prompts[step * args.prompts : (step + 1) * args.prompts]
         sync()
         t0 = time.perf_counter()
-        batch, metrics = learner.sample(prompts)
+        batch, metrics, _, _ = learner.sample(prompts)
         sync()
         t1 = time.perf_counter()
         metrics.update(learner.learn(batch))

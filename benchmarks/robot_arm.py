@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlpilot.policy import evaluate_target
+from rlpilot.play.episodes import evaluate_target
 
 MEASURES = ("return", "final_distance", "action_effort", "action_smoothness")
 

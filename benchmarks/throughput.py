@@ -8,7 +8,7 @@ For each env (default: the five with a native implementation):
 - ``gymnasium numpy-vectorised`` (CartPole only: gymnasium ships no other) with random actions;
 - ``TorchRL GymEnv``: one env, random actions, ``rollout`` (TorchRL's per-step TensorDict path);
 - ``native env, random actions``: :mod:`rlpilot.envs.native` stepped directly (the env alone);
-- ``rlpilot collect``: :class:`rlpilot.collect.BatchCollector` with the PPO policy in the loop
+- ``rlpilot collect``: :class:`rlpilot.control.collect.BatchCollector` with the PPO policy in the loop
   (policy forward and sampling, stepping, masked resets, episode bookkeeping, one TensorDict per
   batch) on the default gymnasium backend and on ``env.backend=native``.
 One torch thread (``torch.set_num_threads(1)``); on ``--device cuda`` the native rows run on the GPU.
@@ -108,8 +108,8 @@ def native_random(env_id: str, n: int, seconds: float, device: str) -> float:
 
 
 def rlpilot_collect(env_id: str, n: int, seconds: float, backend: str, device: str) -> float:
-    from rlpilot.algos.ppo import PPO
-    from rlpilot.collect import BatchCollector
+    from rlpilot.control.algos.ppo import PPO
+    from rlpilot.control.collect import BatchCollector
     from rlpilot.config import load_config
     from rlpilot.envs import make_env
 

@@ -54,7 +54,7 @@ def worker_rlpilot(
     max_seconds: float | None = None,
 ) -> dict:
     from rlpilot.config import load_config
-    from rlpilot.train import train
+    from rlpilot.loop.trainer import train
 
     overrides = [
         f"train.seed={seed}",

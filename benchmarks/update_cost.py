@@ -10,8 +10,8 @@ import time
 
 import torch
 
-from rlpilot.algos.ppo import PPO
-from rlpilot.collect import BatchCollector
+from rlpilot.control.algos.ppo import PPO
+from rlpilot.control.collect import BatchCollector
 from rlpilot.config import load_config
 from rlpilot.envs import make_env
 
@@ -48,7 +48,7 @@ def time_updates(impl: str, minibatch: int, repeats: int) -> tuple[float, float]
 
 def time_dqn_updates(impl: str, repeats: int) -> float:
     """Seconds per DQN gradient update with the dqn-cartpole preset (uniform replay, 1-step targets)."""
-    from rlpilot.algos.dqn import DQN
+    from rlpilot.control.algos.dqn import DQN
 
     torch.manual_seed(0)
     config = load_config("dqn-cartpole", overrides=[f"dqn.loss_impl={impl}", "dqn.n_step=1", "dqn.learning_starts=0"])

@@ -93,3 +93,28 @@ class NaNAfterK(gym.Env):
         if self.index % 4 == 1 and self.total_steps > self.k:
             obs[:] = np.nan
         return obs, float(action), False, self.t >= 20, {}
+
+
+class RaisesOnStep(gym.Env):
+    """A user env whose ``step`` raises after ``fail_after`` steps (per env instance): a bug in user code."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    fail_after = 3
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = getattr(self, "steps", 0)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps > self.fail_after:
+            raise RuntimeError("boom")
+        return np.zeros(2, np.float32), 1.0, False, False, {}
+
+
+class RaisesLater(RaisesOnStep):
+    """Raises once training is well under way (after the first checkpoint)."""
+
+    fail_after = 400

@@ -19,9 +19,12 @@ HEADER = """# Configuration reference
 
 A run's configuration is typed dataclasses (`src/rlpilot/config.py`), filled from a preset
 (`src/rlpilot/presets/*.yaml`) or from defaults (`rlpilot train ALGO ENV`), then `--set section.key=value`
-overrides. Values are parsed as YAML (`1e-3`, `true`, `[64, 64]`, `null`); an unknown key or a wrong type
-is one error line naming the key, the expected type and close matches. The resolved config is saved as
-`config.yaml` in every run directory.
+overrides. Values are parsed as YAML (`1e-3`, `true`, `[64, 64]`, `null`); an unknown key, a wrong type or
+a value outside the valid range (the column below, declared with each field and checked from that
+declaration) is one error line naming the key. Each algorithm reads its own sections: `ppo` reads `env`,
+`model`, `ppo`; `dqn` reads `env`, `model`, `dqn`; `grpo` reads `llm`, `grpo`; all read `guard` and `train`
+(setting a key of another section is an error). The resolved config, with the algorithm's sections only,
+is saved as `config.yaml` in every run directory.
 
 Derived values are computed, never stored: `frames_per_batch = env.num_envs x ppo.steps_per_env`,
 `num_batches = ceil(train.total_frames / frames_per_batch)`,
@@ -48,6 +51,24 @@ def field_docs() -> dict[tuple[str, str], str]:
     return docs
 
 
+def valid_text(rule, type_name: str) -> str:
+    """The field's declared valid values, in words (floats are always finite)."""
+    parts = []
+    if "choices" in rule:
+        parts.append(", ".join(f"`{c}`" for c in rule["choices"]))
+    if "gt" in rule:
+        parts.append(f"> {rule['gt']:g}")
+    if "ge" in rule and "le" in rule:
+        parts.append(f"[{rule['ge']:g}, {rule['le']:g}]")
+    elif "ge" in rule:
+        parts.append(f">= {rule['ge']:g}")
+    if "items_gt" in rule:
+        parts.append("positive integers")
+    if "None" in type_name and parts:
+        parts.append("or `null`")
+    return " ".join(parts) or "-"
+
+
 def render() -> str:
     docs = field_docs()
     lines = [HEADER]
@@ -57,8 +78,8 @@ def render() -> str:
         lines += [
             f"## `{section}`" if section else "## Top level",
             "",
-            "| key | type | default | meaning |",
-            "|---|---|---|---|",
+            "| key | type | default | valid | meaning |",
+            "|---|---|---|---|---|",
         ]
         for f in dataclasses.fields(cls):
             if section is None and dataclasses.is_dataclass(hints[f.name]):
@@ -66,7 +87,8 @@ def render() -> str:
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             type_name = str(f.type).replace("typing.", "").replace(" | ", " or ")
             key = f"{section}.{f.name}" if section else f.name
-            lines.append(f"| `{key}` | {type_name} | `{default}` | {docs.get((cls.__name__, f.name), '')} |")
+            valid = valid_text(f.metadata, type_name)
+            lines.append(f"| `{key}` | {type_name} | `{default}` | {valid} | {docs.get((cls.__name__, f.name), '')} |")
         lines.append("")
     return "\n".join(lines)
 

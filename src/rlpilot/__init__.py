@@ -16,12 +16,13 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 __version__ = "0.1.0"
 
 _LAZY = {
-    "train": ("rlpilot.train", "train"),
+    "train": ("rlpilot.loop.trainer", "train"),
+    "resume": ("rlpilot.loop.trainer", "resume"),
     "load_run": ("rlpilot.runs", "load_run"),
     "Run": ("rlpilot.runs", "Run"),
     "make_env": ("rlpilot.envs", "make_env"),
-    "evaluate": ("rlpilot.evaluate", "evaluate"),
-    "check_env": ("rlpilot.envs.check", "check_env"),
+    "evaluate": ("rlpilot.control.evaluate", "evaluate"),
+    "check_env": ("rlpilot.check", "check_env"),
     "load_config": ("rlpilot.config", "load_config"),
     "Config": ("rlpilot.config", "Config"),
 }

@@ -1,7 +1,8 @@
-"""The ``rlpilot`` command: verbs → library calls; known errors → one line and exit code 2.
+"""The ``rlpilot`` command: verbs -> library calls; known errors -> one line and exit code 2.
 
-Only argparse and the config module (no torch) are imported at start, so ``--help``, ``presets``
-and argument errors answer in well under a second; each verb imports what it needs.
+Only argparse, the config module and the registry (no torch) are imported at start, so ``--help``,
+``presets``, unknown names and argument errors answer in well under a second; each verb imports what
+it needs.
 """
 
 from __future__ import annotations
@@ -13,17 +14,40 @@ import sys
 from rlpilot.errors import UserError
 
 EXIT_BAD_INPUT = 2
+DESCRIPTION = (
+    "From a gymnasium environment to a trained, checked, diagnosed and exported policy, on TorchRL: "
+    "check an env, train a preset or ALGO ENV, evaluate, plot, diagnose (doctor), export, sweep seeds."
+)
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
     from rlpilot.config import load_config, preset_names
 
-    print(f"{'preset':<16} {'algo':<5} {'env':<16} {'budget (frames)':>15} {'solved at':>10}")
+    rows = []
     for name in preset_names():
         config = load_config(name)
-        solved = "-" if config.train.solved_at is None else f"{config.train.solved_at:g}"
-        print(f"{name:<16} {config.algo:<5} {config.subject:<16} {config.train.total_frames:>15,} {solved:>10}")
+        threshold = _preset_threshold(config)
+        solved = "-" if threshold is None else f"{threshold:g}"
+        rows.append((name, config.algo, config.subject, f"{config.train.total_frames:,}", solved))
+    header = ("preset", "algo", "env / task", "budget (frames)", "solved at")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        cells = [cell.ljust(width) if i < 3 else cell.rjust(width) for i, (cell, width) in enumerate(zip(row, widths))]
+        print("  ".join(cells))
     return 0
+
+
+def _preset_threshold(config) -> float | None:
+    """``train.solved_at``, else the env's registered ``reward_threshold`` (what training will use)."""
+    if config.train.solved_at is not None or config.kind != "control":
+        return config.train.solved_at
+    from rlpilot.registry import registered_spec
+
+    try:
+        spec = registered_spec(config.env.id)
+    except UserError:  # an optional extra is missing: the threshold is unknown until it is installed
+        return None
+    return spec.reward_threshold if spec is not None else None
 
 
 def _env_config(target: str, overrides: list[str]):
@@ -32,7 +56,7 @@ def _env_config(target: str, overrides: list[str]):
 
     if target in preset_names():
         config = load_config(target, overrides=overrides)
-        if config.algo == "grpo":
+        if config.kind != "control":
             raise UserError(f"{target} fine-tunes a language model: `rlpilot check` is for envs (docs/llm.md)")
         return config.env
     config = apply_overrides(Config(env=EnvConfig(id=target)), overrides)
@@ -41,18 +65,21 @@ def _env_config(target: str, overrides: list[str]):
 
 def _cmd_check(args: argparse.Namespace) -> int:
     env_cfg = _env_config(args.target, args.set)
-    from rlpilot.envs import resolve_env
+    from rlpilot.registry import resolve_env
 
-    resolve_env(env_cfg.id)  # bad ids fail here, before torch-heavy work
+    resolve_env(env_cfg.id)  # bad ids fail here, before torch is imported
+    if args.episodes is not None and args.episodes <= 0:
+        raise UserError(f"--episodes {args.episodes}: give a positive number of random-policy episodes")
     from rlpilot.envs.check import check_env
 
-    report = check_env(env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame)
+    report = check_env(env_cfg, episodes=args.episodes or 20, seed=args.seed, frame_png=args.frame)
     print(report.render())
     return 0 if report.healthy else 1
 
 
 def _train_config(args: argparse.Namespace):
-    from rlpilot.config import ALGOS, load_config
+    from rlpilot.config import load_config
+    from rlpilot.registry import ALGORITHMS, is_config_file
 
     overrides = list(args.set)
     if args.seed is not None:
@@ -61,33 +88,44 @@ def _train_config(args: argparse.Namespace):
         overrides.append(f"train.device={args.device}")
     if args.frames is not None:
         overrides.append(f"train.total_frames={args.frames}")
-    if args.target == "grpo":
-        raise UserError("grpo fine-tunes a language model, not an env: start from a preset: rlpilot train grpo-reverse")
+    if args.config is not None:
+        if args.target:
+            raise UserError("--config FILE is the whole config: give no preset or ALGO ENV with it")
+        if not is_config_file(args.config):
+            raise UserError(f"--config {args.config}: no such .yaml file")
+        print(f"config file: {args.config}", file=sys.stderr)
+        return load_config(config_file=args.config, overrides=overrides)
+    if args.target in ALGORITHMS and ALGORITHMS[args.target].kind != "control":
+        raise UserError(
+            f"{args.target} fine-tunes a language model, not an env: start from a preset: rlpilot train grpo-reverse"
+        )
     if args.env is not None:
-        if args.target not in ALGOS:
-            raise UserError(f"'{args.target} {args.env}': the first word must be an algorithm ({', '.join(ALGOS)})")
+        if args.target not in ALGORITHMS:
+            raise UserError(
+                f"'{args.target} {args.env}': the first word must be an algorithm ({', '.join(ALGORITHMS)})"
+            )
         return load_config(algo=args.target, env_id=args.env, overrides=overrides)
-    if args.target in ALGOS:
+    if args.target in ALGORITHMS:
         raise UserError(f"'rlpilot train {args.target}' needs an env too, e.g. rlpilot train {args.target} CartPole-v1")
     return load_config(args.target, overrides=overrides)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
-        if args.target or args.set or args.seed is not None or args.device or args.run_dir:
+        if args.target or args.set or args.seed is not None or args.device or args.run_dir or args.config:
             raise UserError("--resume RUN continues a run with its own config; only --frames may change the budget")
-        from rlpilot.train import resume
+        from rlpilot.loop.trainer import resume
 
         run = resume(args.resume, total_frames=args.frames, show_progress=not args.quiet, verbose=args.verbose)
     else:
-        if not args.target:
-            raise UserError("rlpilot train needs a preset (rlpilot presets), ALGO ENV, or --resume RUN")
+        if not args.target and not args.config:
+            raise UserError("rlpilot train needs a preset (rlpilot presets), ALGO ENV, --config FILE or --resume RUN")
         config = _train_config(args)
-        if config.preset is None:
-            from rlpilot.envs import resolve_env
+        if config.kind == "control":
+            from rlpilot.registry import resolve_env
 
-            resolve_env(config.env.id)
-        from rlpilot.train import train
+            resolve_env(config.env.id)  # a bad env id fails here, before torch is imported
+        from rlpilot.loop.trainer import train
 
         run = train(
             config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet, verbose=args.verbose
@@ -120,12 +158,11 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from rlpilot.config import preset_names
+    from rlpilot.registry import preset_text
 
-    if args.preset not in preset_names():
-        from rlpilot.config import load_preset_data
-
-        load_preset_data(args.preset)  # one line with close matches
+    preset_text(args.preset)  # an unknown preset: one line with close matches
+    if args.seeds <= 0 or args.workers <= 0:
+        raise UserError(f"--seeds and --workers must be positive (got {args.seeds} and {args.workers})")
     from rlpilot.sweep import run_sweep
 
     out = args.out or f"runs/sweep-{args.preset}"
@@ -167,7 +204,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
         print(eval_llm_run(args.target, checkpoint=args.checkpoint, csv_path=args.csv))
         return 0
-    from rlpilot.policy import evaluate_target
+    if args.episodes <= 0:
+        raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
+    from rlpilot.play.episodes import evaluate_target
 
     result, csv_path, video = evaluate_target(
         args.target,
@@ -214,15 +253,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
     from rlpilot.plot import plot_runs
     from rlpilot.runs import load_run
-    from rlpilot.train import solved_threshold
 
-    runs = [load_run(path) for path in args.runs]
+    runs = [load_run(path) for path in args.runs]  # read only: nothing named in a run's config is imported
     out = Path(args.out) if args.out else (runs[0].curve_path if len(runs) == 1 else Path("curves.png"))
     if out.suffix.lower() not in (".png", ".svg"):
         raise UserError(f"--out {out}: choose a .png or .svg file")
     if out.is_dir():
         raise UserError(f"--out {out} is a folder: give a file name ending in .png or .svg")
-    data = plot_runs(runs, out, x=args.x, solved_at=solved_threshold(runs[0].config()))
+    data = plot_runs(runs, out, x=args.x, solved_at=runs[0].meta().get("solved_at"))
     points = len(data["train_x"]) if data["kind"] == "single" else data["n"]
     print(f"{out} ({'points' if data['kind'] == 'single' else 'runs'}: {points})")
     return 0
@@ -237,7 +275,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="rlpilot", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="rlpilot", description=DESCRIPTION)
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
@@ -246,7 +284,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verbs.add_parser("check", help="preflight of an environment: specs, rollout statistics, pitfalls")
     p.add_argument("target", metavar="ENV|PRESET", help="gymnasium id, package.module:Class, or a preset name")
-    p.add_argument("--episodes", type=int, default=20, help="random-policy episodes (default 20)")
+    p.add_argument(
+        "--episodes", type=int, help="random-policy episodes (default: 20, fewer if they would take over --max-seconds)"
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=30.0,
+        help="time for the random-policy episodes when --episodes is not given (default 30)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (env.*)")
     p.add_argument("--frame", metavar="PNG", help="image observations: where to write the sample frame")
@@ -265,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="shortcut for --set train.seed=N")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="shortcut for --set train.device=...")
     p.add_argument("--frames", type=int, help="shortcut for --set train.total_frames=N")
+    p.add_argument("--config", metavar="FILE", help="train a config file (YAML, as a run's config.yaml)")
     p.add_argument("--runs", default="runs", help="folder for new run directories (default runs/)")
     p.add_argument("--run-dir", help="exact run directory to create")
     p.add_argument("--resume", metavar="RUN", help="continue RUN from its last checkpoint (same config and curve)")

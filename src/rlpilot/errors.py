@@ -1,5 +1,11 @@
-"""Errors the CLI turns into one line and exit code 2 (bad input) instead of a traceback."""
+"""Errors the CLI turns into one line and exit code 2 (bad input) instead of a traceback, and the
+exception a trainable raises to end a run cleanly."""
 
 
 class UserError(Exception):
     """Something the user can fix: the message says what is wrong and how to fix it."""
+
+
+class StopRun(Exception):
+    """A trainable asks the loop to end the run now (status ``failed``, the message as its reason),
+    e.g. a NaN observation with ``guard.on_nonfinite_obs=stop``."""

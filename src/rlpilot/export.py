@@ -18,7 +18,6 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from torch import nn
 
 from rlpilot.envs import observation_reader, to_numpy
 from rlpilot.errors import UserError
-from rlpilot.policy import LoadedPolicy, load_policy
+from rlpilot.play.load import LoadedPolicy, load_artifact, load_policy
 from rlpilot.runs import versions
 
 FORMATS = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.ts.pt"}
@@ -107,28 +106,6 @@ def write_artifact(module: nn.Module, fmt: str, example: torch.Tensor, path: Pat
             )
     else:
         torch.jit.trace(module, example).save(str(path))
-
-
-def load_artifact(path: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray], dict]:
-    """The artifact as a numpy function, and its signature. onnx runs on onnxruntime (no torch needed)."""
-    path = Path(path)
-    signature_path = path.with_name(path.name + ".json")
-    if not path.is_file() or not signature_path.is_file():
-        raise UserError(f"{path} is not an exported policy (needs the file and {signature_path.name} beside it)")
-    signature = json.loads(signature_path.read_text())
-    fmt = signature["format"]
-    if fmt == "onnx":
-        import onnxruntime
-
-        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        return (lambda obs: session.run(None, {"observation": np.asarray(obs, np.float32)})[0]), signature
-    module = torch.export.load(str(path)).module() if fmt == "pt2" else torch.jit.load(str(path))
-
-    def run(obs: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            return module(torch.as_tensor(np.asarray(obs, np.float32))).numpy()
-
-    return run, signature
 
 
 def export_run(

@@ -207,25 +207,14 @@ def plot_run(run: Run, out: str | Path | None = None, *, solved_at: float | None
     return out
 
 
-def plot_points(out: Path, grid_points: list[list[str]], seeds: int, path: Path) -> None:
-    """Sweep figure: per grid point, the mean greedy evaluation over seeds with its 95% band."""
-    from rlpilot.runs import load_run
-    from rlpilot.sweep import point_name
-
+def plot_groups(groups: list[tuple[str, list[Run]]], path: Path, *, title: str) -> None:
+    """Several groups of runs (a sweep's grid points): per group, the mean greedy evaluation over its
+    runs with a 95% band. The caller finds the runs; this only draws them."""
     fig, ax = new_axes()
-    for point in grid_points:
-        runs = [load_run(out / point_name(point) / f"s{seed}") for seed in range(seeds)]
+    for label, runs in groups:
         data = curve_data(runs) if len(runs) > 1 else None
         if data is None or not data["n"]:
             continue
-        label = " ".join(point) or "(preset)"
         ax.plot(data["grid"], data["mean"], linewidth=2, label=f"{label} (n={data['n']})")
         ax.fill_between(data["grid"], data["low"], data["high"], alpha=0.2)
-    finish_figure(
-        fig,
-        ax,
-        path,
-        xlabel="environment frames",
-        ylabel="greedy evaluation return",
-        title=f"sweep: mean over {seeds} seeds, 95% band",
-    )
+    finish_figure(fig, ax, path, xlabel="environment frames", ylabel="greedy evaluation return", title=title)

@@ -32,6 +32,7 @@ from typing import Any
 from rlpilot.config import Config, load_config
 from rlpilot.errors import UserError
 
+LOCK_FILE = ".lock"
 PACKAGES = ("rlpilot", "torch", "torchrl", "tensordict", "gymnasium", "numpy")
 
 
@@ -191,6 +192,7 @@ class Run:
     # -- writing -----------------------------------------------------------------------------
     @classmethod
     def create(cls, config: Config, *, root: str | Path = "runs", path: str | Path | None = None) -> Run:
+        """A new run directory, locked for this process (see :meth:`lock`) until :meth:`unlock`."""
         if path is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             name = f"{config.algo}-{slug(config.subject)}-s{config.train.seed}-{stamp}"
@@ -200,11 +202,24 @@ class Run:
                 suffix += 1
                 path = Path(root) / f"{name}-{suffix}"
         path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise UserError(f"--run-dir {path} is a file; choose a folder for the run")
         if path.exists() and any(path.iterdir()):
             raise UserError(f"run directory {path} already exists and is not empty; choose another --run-dir")
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create run directory {path}: {exc.strerror or exc}") from None
         run = cls(path)
-        atomic_write(run.config_path, config.to_yaml())
+        run.lock()
+        if any(p.name != LOCK_FILE for p in path.iterdir()):  # another process created it at the same moment
+            run.unlock()
+            raise UserError(f"run directory {path} already exists and is not empty; choose another --run-dir")
+        try:
+            atomic_write(run.config_path, config.to_yaml())
+        except OSError as exc:
+            run.unlock()
+            raise UserError(f"cannot write to run directory {path}: {exc.strerror or exc}") from None
         run.write_meta(
             {
                 "status": "running",
@@ -217,6 +232,38 @@ class Run:
             }
         )
         return run
+
+    # -- one writer at a time ----------------------------------------------------------------
+    def lock(self) -> None:
+        """Takes the run's write lock (``fcntl.flock`` on ``.lock``): a second writer is refused in one line.
+        The kernel drops the lock when the process ends, however it ends, so a killed run never leaves
+        a stale lock behind."""
+        import fcntl
+
+        handle = open(self.path / LOCK_FILE, "a+")  # noqa: SIM115 (held until unlock)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise UserError(
+                f"{self.path} is being written by {holder}; two writers never share a run directory: "
+                "wait for it to end (or stop it), then resume"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        self._lock_handle = handle
+        for stale in self.path.rglob(".*.tmp"):  # temp files of a writer killed mid-write: nobody else writes here
+            stale.unlink(missing_ok=True)
+
+    def unlock(self) -> None:
+        handle = getattr(self, "_lock_handle", None)
+        if handle is not None:
+            handle.close()  # closing the descriptor releases the flock
+            self._lock_handle = None
 
     def write_meta(self, meta: dict) -> None:
         atomic_write(self.path / "meta.json", json.dumps(meta, indent=2) + "\n")

@@ -58,7 +58,7 @@ def _run_job(job: Job) -> str:
     """Runs (or resumes) one sweep member in a worker process; returns its final status."""
     import torch
 
-    from rlpilot.train import resume, train
+    from rlpilot.loop.trainer import resume, train
 
     torch.set_num_threads(1)
     checkpoint = job.path / "checkpoints" / "last.pt"
@@ -190,9 +190,13 @@ def summarize(out: Path, grid_points: list[list[str]], seeds: int) -> dict:
     table = render_table(rows, seeds)
     atomic_write(out / "summary.md", table)
     atomic_write(out / "summary.json", json.dumps(rows, indent=2) + "\n")
-    from rlpilot.plot import plot_points
+    from rlpilot.plot import plot_groups
 
-    plot_points(out, grid_points, seeds, out / "curves.png")
+    groups = [
+        (" ".join(point) or "(preset)", [load_run(out / point_name(point) / f"s{seed}") for seed in range(seeds)])
+        for point in grid_points
+    ]
+    plot_groups(groups, out / "curves.png", title=f"sweep: mean over {seeds} seeds, 95% band")
     return {"rows": rows, "table": table}
 
 
@@ -224,13 +228,6 @@ def render_table(rows: list[dict], seeds: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-# What we measured for peers, with the command (Stable-Baselines3 + RL Zoo hyperparameters, this machine).
-PEERS = {
-    "ppo-cartpole": "SB3 PPO (Zoo): solved 5/5, median 14,336 frames, 4.11 s "
-    "(`python benchmarks/time_to_solve.py --seeds 5 --algos ppo`)",
-    "dqn-cartpole": "SB3 DQN (Zoo): solved 5/5, median 26,624 frames, 23.76 s "
-    "(`python benchmarks/time_to_solve.py --seeds 5 --algos dqn`)",
-}
 BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
@@ -246,7 +243,7 @@ def bench_presets() -> list[str]:
     return [
         name
         for name in preset_names()
-        if (config := load_config(name)).algo != "grpo" and config.train.total_frames <= BENCH_MAX_FRAMES
+        if (config := load_config(name)).kind == "control" and config.train.total_frames <= BENCH_MAX_FRAMES
     ]
 
 
@@ -264,16 +261,13 @@ def run_bench(
     out = Path(out)
     lines = [
         "| preset | env | budget (frames) | solved | final eval mean [95% CI] | final eval IQM [95% CI] | "
-        "frames to solve (median) | wall s to solve (median) | peer, measured here |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "frames to solve (median) | wall s to solve (median) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for preset in presets or bench_presets():
         config = load_config(preset)
         row = run_sweep(preset, seeds=seeds, grid=[], out=out / preset, workers=workers, ray=ray)["rows"][0]
-        lines.append(
-            f"| `{preset}` | {config.env.id} | {config.train.total_frames:,} | {_result_cells(row)} | "
-            f"{PEERS.get(preset, 'not measured')} |"
-        )
+        lines.append(f"| `{preset}` | {config.subject} | {config.train.total_frames:,} | {_result_cells(row)} |")
     table = "\n".join(lines) + (
         f"\n\n{seeds} seeds per preset, each run stopping when solved; final eval = each run's last greedy "
         f"evaluation; wall time measured with {workers} runs at a time. Command: "

@@ -7,7 +7,7 @@ dqn-acrobot: budget 100k frames.
 import pytest
 
 from rlpilot.config import load_config
-from rlpilot.train import train
+from rlpilot.loop.trainer import train
 
 
 @pytest.mark.parametrize("prioritized", [False, True], ids=["uniform", "prioritised"])

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from rlpilot.config import load_config  # noqa: E402
-from rlpilot.train import train  # noqa: E402
+from rlpilot.loop.trainer import train  # noqa: E402
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ solved. Seen here: cartpole solves in 4k-16k frames, acrobot in 72k-123k, pendul
 import pytest
 
 from rlpilot.config import load_config
-from rlpilot.train import train
+from rlpilot.loop.trainer import train
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

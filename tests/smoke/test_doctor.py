@@ -8,7 +8,7 @@ import pytest
 
 from rlpilot.config import load_config
 from rlpilot.doctor import diagnose
-from rlpilot.train import train
+from rlpilot.loop.trainer import train
 
 BROKEN = {
     # name: (preset, overrides, expected rule, text the fix must contain)

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 from rlpilot.cli import main  # noqa: E402
 from rlpilot.config import load_config, preset_names  # noqa: E402
 from rlpilot.runs import load_run  # noqa: E402
-from rlpilot.train import train  # noqa: E402
+from rlpilot.loop.trainer import train  # noqa: E402
 
 # 4 prompts x 4 responses = 16 frames a step; a 1-layer, 32-wide model; 3 warm-up steps
 TINY = [
@@ -66,16 +66,34 @@ def test_grpo_run_writes_the_run_directory(llm_run):
     kinds = [event["event"] for event in run.events()]
     assert "sft" in kinds and kinds.count("eval") == 3 and kinds[-1] == "end"
     checkpoint = torch.load(run.path / "checkpoints/last.pt", weights_only=True)
-    assert checkpoint["frames"] == 32 and checkpoint["algo_state"]["updates"] == 2 * 2  # 2 steps x 2 epochs
-    policy, reference = checkpoint["algo_state"]["policy"], checkpoint["algo_state"]["reference"]
+    assert checkpoint["frames"] == 32 and checkpoint["state"]["updates"] == 2 * 2  # 2 steps x 2 epochs
+    policy, reference = checkpoint["state"]["policy"], checkpoint["state"]["reference"]
     moved = any(not torch.equal(policy[k], reference[k]) for k in policy)
     # a group whose responses all score the same has advantage 0 and (policy == reference) no KL gradient
     assert moved == any(row["train/groups_without_signal"] < 1 for row in rows[1:])
 
 
+LLM_RULE_IDS = {
+    "kl_blowup",
+    "reward_flat",
+    "response_length_collapse",
+    "responses_unfinished",
+    "no_progress",
+    "throughput_collapse",
+    "loss_exploding",
+    "nonfinite_metrics",
+    "nonfinite_observations",
+    "nonfinite_normalization",
+}
+
+
 def test_verbs_work_on_an_llm_run(llm_run, capsys):
-    assert main(["doctor", str(llm_run.path)]) in (0, 1)
-    assert "finding" in capsys.readouterr().out.lower()
+    from rlpilot.doctor import diagnose
+
+    diagnosis = diagnose(llm_run.path)
+    assert main(["doctor", str(llm_run.path)]) == (1 if diagnosis.errors else 0)
+    assert capsys.readouterr().out.strip() == diagnosis.render().strip()
+    assert all(f.rule in LLM_RULE_IDS for f in diagnosis.findings)  # no env or critic rule on a language model
     out = llm_run.path / "again.png"
     assert main(["plot", str(llm_run.path), "--out", str(out)]) == 0 and out.is_file()
     capsys.readouterr()
@@ -109,7 +127,7 @@ def test_a_local_model_directory_trains_end_to_end(tmp_path, capsys):
     assert main([*args, *[item for s in sets for item in ("--set", s)]]) == 0
     assert "status: finished" in capsys.readouterr().out
     # no warm-up: the reference is the saved model, reloaded from its directory rather than checkpointed
-    state = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)["algo_state"]
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=True)["state"]
     assert "reference" not in state
     assert main(["train", "--resume", str(tmp_path / "run"), "--frames", "32", "-q"]) == 0
     assert load_run(tmp_path / "run").frames == 32

@@ -28,7 +28,7 @@ def test_check_on_a_pixel_env_reports_the_chain_and_writes_a_png(tmp_path):
 
 
 def test_missing_pixels_extra_is_one_line_naming_it(monkeypatch):
-    from rlpilot.envs import NAMESPACES, resolve_env
+    from rlpilot.registry import NAMESPACES, resolve_env
     from rlpilot.errors import UserError
 
     monkeypatch.setitem(NAMESPACES, "NoSuchGames", ("no_such_games_package", None, "pixels"))
@@ -40,7 +40,7 @@ def test_missing_pixels_extra_is_one_line_naming_it(monkeypatch):
 
 def test_export_refuses_image_observations_in_one_line(tmp_path):
     from rlpilot.config import load_config
-    from rlpilot.train import train
+    from rlpilot.loop.trainer import train
 
     sets = ["train.total_frames=1024", "train.eval_every_frames=1024", "train.eval_episodes=2", "train.loggers=[]"]
     run = train(load_config("ppo-minatar-breakout", overrides=sets), run_dir=str(tmp_path / "run"), show_progress=False)

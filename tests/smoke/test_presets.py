@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from rlpilot.config import load_config, preset_names
-from rlpilot.policy import evaluate_target, load_policy
+from rlpilot.play.episodes import evaluate_target
+from rlpilot.play.load import load_policy
 from rlpilot.runs import load_run
-from rlpilot.train import train
+from rlpilot.loop.trainer import train
 
 # grpo presets train a language model, not an env: tests/smoke/test_llm_runs.py
 CONTROL_PRESETS = [name for name in preset_names() if not name.startswith("grpo-")]
@@ -44,7 +45,7 @@ def test_preset_runs_and_writes_the_run_directory(preset, tmp_path):
     checkpoint = torch.load(run.path / "checkpoints/last.pt", weights_only=True)
     assert checkpoint["frames"] == tiny
     policy = load_policy(run.path)
-    assert policy.algo.updates == checkpoint["algo_state"]["updates"] > 0
+    assert policy.algo.updates == checkpoint["state"]["algo"]["updates"] > 0
     result, csv_path, _ = evaluate_target(run.path, episodes=2, seed=0)
     assert len(result.returns) == 2 and len(csv_path.read_text().splitlines()) == 3
 

@@ -18,7 +18,7 @@ from cli_runner import run_cli, start_cli
 from rlpilot.config import load_config
 from rlpilot.plot import curve_data, plot_runs
 from rlpilot.runs import load_run
-from rlpilot.train import train
+from rlpilot.loop.trainer import train
 
 rlpilot, start = run_cli, start_cli
 
@@ -186,7 +186,7 @@ def test_unsafe_checkpoints_are_refused_and_never_executed(tmp_path):
             return (os.system, (f"touch {marker}",))
 
     with last.open("wb") as handle:
-        pickle.dump({"algo_state": Payload()}, handle)
+        pickle.dump({"state": Payload()}, handle)
     for args in (["eval", str(run.path)], ["train", "--resume", str(run.path)], ["export", str(run.path)]):
         out = rlpilot(*args)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr

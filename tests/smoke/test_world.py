@@ -11,7 +11,7 @@ import pytest
 import rlpilot as package
 from rlpilot.cli import main
 from rlpilot.config import load_config
-from rlpilot.train import train
+from rlpilot.loop.trainer import train
 
 pytest.importorskip("mujoco")
 pytest.importorskip("Box2D")

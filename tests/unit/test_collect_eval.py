@@ -4,10 +4,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlpilot.collect import BatchCollector
+from rlpilot.control.collect import BatchCollector
 from rlpilot.config import EnvConfig
 from rlpilot.envs import make_env
-from rlpilot.evaluate import evaluate
+from rlpilot.control.evaluate import evaluate
 
 
 def lean_right(obs: torch.Tensor) -> torch.Tensor:

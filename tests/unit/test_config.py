@@ -1,16 +1,70 @@
+import dataclasses
+
 import pytest
+import yaml
 
 from rlpilot.config import Config, apply_overrides, load_config, preset_names
 from rlpilot.errors import UserError
+from rlpilot.registry import ALGORITHMS, sections
 
 
-def test_every_preset_loads_and_validates():
+def test_every_preset_loads_with_its_algorithms_sections_only():
     names = preset_names()
-    assert {"ppo-cartpole", "ppo-acrobot", "ppo-pendulum"} <= set(names)
+    assert {"ppo-cartpole", "ppo-acrobot", "ppo-pendulum", "dqn-cartpole", "grpo-reverse"} <= set(names)
     for name in names:
         config = load_config(name)
         assert config.preset == name
-        assert config.train.total_frames > 0
+        saved = yaml.safe_load(config.to_yaml())
+        assert set(saved) == {"algo", "preset", *sections(config.algo)}, name
+    assert "env" not in yaml.safe_load(load_config("grpo-reverse").to_yaml())  # an LLM run has no env
+
+
+def test_a_section_the_algorithm_does_not_read_is_refused():
+    with pytest.raises(UserError, match="a grpo run has no 'env' section"):
+        load_config("grpo-reverse", overrides=["env.num_envs=4"])
+    with pytest.raises(UserError, match="a dqn run has no 'ppo' section"):
+        load_config("dqn-cartpole", overrides=["ppo.lr=1e-3"])
+    with pytest.raises(UserError, match="choose the algorithm"):
+        load_config("dqn-cartpole", overrides=["algo=ppo"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("ppo.lr=nan", "ppo.lr must be a finite number"),
+        ("ppo.lr=1e309", "ppo.lr must be a finite number"),
+        ("ppo.lr=0", "ppo.lr must be > 0"),
+        ("ppo.gamma=1.5", "ppo.gamma must be within"),
+        ("train.seed=-1", "train.seed must be within"),
+        ("train.seed=99999999999999999999999", "train.seed must be within"),
+        ("model.hidden_sizes=[0]", "model.hidden_sizes must be a list of positive integers"),
+        ("model.hidden_sizes=[a]", "model.hidden_sizes must be a list of positive integers"),
+        ("env.max_episode_steps=0", "env.max_episode_steps must be > 0"),
+        ("env.backend=gpu", "env.backend must be one of"),
+        ("train.max_seconds=-1", "train.max_seconds must be > 0"),
+    ],
+)
+def test_declared_valid_values_are_checked(override, message):
+    with pytest.raises(UserError, match=message):
+        load_config("ppo-cartpole", overrides=[override])
+
+
+def test_every_numeric_field_declares_its_valid_values():
+    """Validation comes from field metadata: a new numeric field without a declared rule is caught here."""
+    undeclared = []
+    for name in {section for entry in ALGORITHMS.values() for section in entry.sections} | {"guard", "train"}:
+        section = getattr(Config(), name)
+        for f in dataclasses.fields(section):
+            numeric = isinstance(getattr(section, f.name), (int, float)) and not isinstance(
+                getattr(section, f.name), bool
+            )
+            if numeric and not f.metadata and f.name not in ALLOWED_WITHOUT_RULE:
+                undeclared.append(f"{name}.{f.name}")
+    assert undeclared == []
+
+
+# any finite value is meaningful for these (a threshold, a return level, an initial log std)
+ALLOWED_WITHOUT_RULE = {"solved_at", "milestone_return", "init_log_std"}
 
 
 def test_overrides_parse_yaml_values_and_numbers():

@@ -35,6 +35,18 @@ def test_every_config_field_has_a_docstring():
     assert not missing, f"fields without a docstring: {missing}"
 
 
-def test_readme_quickstart_is_the_two_commands():
+def test_readme_quickstart_is_the_two_commands_and_they_set_up_the_venv():
     readme = (ROOT / "README.md").read_text()
-    assert "make demo" in readme and "make test" in readme
+    quickstart = readme.split("## Quickstart", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in quickstart.strip().splitlines()]
+    assert commands == ["make demo", "make test"]
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("demo", "test"):
+        prerequisites = next(line for line in makefile.splitlines() if line.startswith(f"{target}:"))
+        assert "$(STAMP)" in prerequisites, f"make {target} must set up .venv first"
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_test_timing_is_stated():
+    readme = (ROOT / "README.md").read_text()
+    assert "make test` took" in readme

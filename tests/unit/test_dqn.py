@@ -1,10 +1,15 @@
-"""DQN: double-DQN targets by hand, prioritised replay proportions, n-step returns, exploration."""
+"""DQN: double-DQN targets by hand, equality with TorchRL's DQNLoss (built here over the algorithm's own
+networks: values and gradients), prioritised replay, n-step returns, exploration."""
 
 import pytest
 import torch
 from tensordict import TensorDict
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torchrl.data import Categorical
+from torchrl.modules import QValueModule
+from torchrl.objectives import DQNLoss
 
-from rlpilot.algos.dqn import DQN, n_step_transitions
+from rlpilot.control.algos.dqn import DQN, dqn_loss, epsilon, n_step_transitions
 from rlpilot.config import load_config
 from rlpilot.envs import make_env
 from rlpilot.errors import UserError
@@ -14,6 +19,26 @@ def make_dqn(*overrides):
     config = load_config("dqn-cartpole", overrides=["model.hidden_sizes=[]", *overrides])
     env = make_env(config.env, num_envs=2, seed=0)
     return DQN(config, env, torch.device("cpu"))
+
+
+def torchrl_reference(algo: DQN) -> DQNLoss:
+    """TorchRL's DQNLoss over the algorithm's online network, its target parameters copied from ours."""
+    cfg = algo.config.dqn
+    spec = Categorical(algo.num_actions)
+    q_values = TensorDictModule(algo.q_net, in_keys=["observation"], out_keys=["action_value"])
+    policy = TensorDictSequential(q_values, QValueModule(spec=spec, action_space="categorical"))
+    loss = DQNLoss(
+        policy,
+        loss_function="smooth_l1" if cfg.loss == "huber" else "l2",
+        delay_value=True,
+        double_dqn=cfg.double_dqn,
+        action_space=spec,
+    )
+    loss.make_value_estimator(gamma=cfg.gamma)
+    with torch.no_grad():
+        for name, parameter in algo.target_net.named_parameters():
+            loss.target_value_network_params["module", "0", "module", *name.split(".")].data.copy_(parameter)
+    return loss
 
 
 def set_linear(net, weight, bias):
@@ -44,19 +69,13 @@ def hand_batch():
     )
 
 
-@pytest.mark.parametrize("impl", ["lean", "torchrl"])
+@pytest.mark.parametrize("impl", ["ours", "torchrl"])
 def test_double_dqn_targets_by_hand(impl):
-    algo = make_dqn(f"dqn.loss_impl={impl}", "dqn.gamma=0.5", "dqn.loss=l2", "dqn.n_step=1")
+    algo = make_dqn("dqn.gamma=0.5", "dqn.loss=l2", "dqn.n_step=1")
     # online Q(s) = W s: row a is the value of action a per one-hot state
     set_linear(algo.q_net, [[1.0, 2.0, 3.0, 0.0], [0.0, 5.0, 1.0, 4.0]], [0.0, 0.0])
     # target Q: different numbers, so "select with online, value with target" is visible
-    target_weight, target_bias = [[10.0, 20.0, 30.0, 40.0], [-1.0, -2.0, -3.0, -4.0]], [0.0, 0.0]
-    set_linear(algo.target_net, target_weight, target_bias)
-    if impl == "torchrl":  # DQNLoss keeps its own target parameters
-        algo.loss.target_value_network_params["module", "0", "module", "0", "weight"].data.copy_(
-            torch.tensor(target_weight)
-        )
-        algo.loss.target_value_network_params["module", "0", "module", "0", "bias"].data.zero_()
+    set_linear(algo.target_net, [[10.0, 20.0, 30.0, 40.0], [-1.0, -2.0, -3.0, -4.0]], [0.0, 0.0])
     # transition 0: s=e0, a=0, Q=1. next e1: online argmax = action 1 (5 > 2), target value -2.
     #   target = 1 + 0.5 * (-2) = 0
     # transition 1: s=e1, a=1, Q=5. truncated, next e2: online argmax = action 0 (3 > 1), target 30.
@@ -65,14 +84,19 @@ def test_double_dqn_targets_by_hand(impl):
     q_taken = torch.tensor([1.0, 5.0, 3.0])
     targets = torch.tensor([0.0, 17.0, 3.0])
     expected = ((q_taken - targets) ** 2).mean()
-    out = algo.lean_loss(hand_batch()) if impl == "lean" else algo._torchrl_loss(hand_batch())
+    if impl == "ours":
+        out = dqn_loss(algo.q_net, algo.target_net, hand_batch(), algo.config.dqn)
+        torch.testing.assert_close(out["td_error"], (q_taken - targets).abs())
+    else:
+        out = torchrl_reference(algo)(hand_batch())
     torch.testing.assert_close(out["loss"], expected)
-    torch.testing.assert_close(out["td_error"], (q_taken - targets).abs())
 
 
-def test_lean_loss_equals_dqn_loss_on_collected_data():
-    algo = make_dqn("model.hidden_sizes=[32, 32]", "dqn.loss=huber")
-    from rlpilot.collect import BatchCollector
+@pytest.mark.parametrize("loss", ["huber", "l2"])
+@pytest.mark.parametrize("double", [True, False])
+def test_loss_equals_dqn_loss_on_collected_data(loss, double):
+    algo = make_dqn("model.hidden_sizes=[32, 32]", f"dqn.loss={loss}", f"dqn.double_dqn={str(double).lower()}")
+    from rlpilot.control.collect import BatchCollector
 
     env = make_env(algo.config.env, num_envs=4, seed=1)
     batch = n_step_transitions(BatchCollector(env, algo.act, steps=64, seed=1).collect(), 1, algo.config.dqn.gamma)
@@ -80,10 +104,14 @@ def test_lean_loss_equals_dqn_loss_on_collected_data():
         for p in algo.q_net.parameters():
             p.add_(0.1 * torch.randn_like(p))
     flat = batch.reshape(-1)
-    lean = algo.lean_loss(flat.clone())
-    ref = algo._torchrl_loss(flat.clone())
-    torch.testing.assert_close(lean["loss"], ref["loss"])
-    torch.testing.assert_close(lean["td_error"], ref["td_error"], rtol=1e-4, atol=1e-5)
+    reference = torchrl_reference(algo)
+    ours = dqn_loss(algo.q_net, algo.target_net, flat.clone(), algo.config.dqn)
+    ref = reference(flat.clone())
+    torch.testing.assert_close(ours["loss"], ref["loss"])
+    our_grads = torch.autograd.grad(ours["loss"], algo.parameters)
+    ref_grads = torch.autograd.grad(ref["loss"], algo.parameters)
+    for mine, theirs in zip(our_grads, ref_grads):
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
 
 
 def test_prioritised_sampling_follows_alpha():
@@ -104,21 +132,34 @@ def test_prioritised_sampling_follows_alpha():
 
 
 def test_priorities_are_written_back_during_learning():
+    """One update: the sampled transitions' leaves in the sum tree become (|td| + eps)^alpha, with |td| from
+    the network as it was when the loss was computed; the others keep the initial max priority."""
+    import copy
+
     algo = make_dqn(
         "dqn.prioritized=true",
         "dqn.learning_starts=0",
         "dqn.buffer_size=512",
         "train.total_frames=1000",
         "dqn.steps_per_env=64",
+        "env.num_envs=2",
+        "dqn.updates_per_frame=0.0078125",  # 2 envs x 64 steps = 128 frames a batch: exactly one update
+        "dqn.batch_size=32",
     )
-    from rlpilot.collect import BatchCollector
+    from rlpilot.control.collect import BatchCollector
 
     env = make_env(algo.config.env, num_envs=2, seed=0)
-    metrics = algo.learn(BatchCollector(env, algo.act, steps=64, seed=0).collect(), frames=128)
-    priorities = algo.sampler._sum_tree  # segment tree of (|td| + eps)^alpha
-    values = torch.tensor([priorities[i] for i in range(128)])
-    assert values.std() > 0  # not all at the initial max priority any more
-    assert 0.4 < metrics["dqn/beta"] < 1.0
+    batch = BatchCollector(env, algo.act, steps=64, seed=0).collect()
+    before = copy.deepcopy(algo.q_net)
+    metrics = algo.learn(batch, frames=128)
+    assert algo.updates == 1 and 0.4 < metrics["dqn/beta"] < 1.0
+    cfg = algo.config.dqn
+    td = dqn_loss(before, algo.target_net, algo.buffer[:], cfg)["td_error"]
+    leaves = torch.tensor([algo.sampler._sum_tree[i] for i in range(len(algo.buffer))])
+    initial = leaves.mode().values  # transitions never sampled keep the priority they were stored with
+    written = ~torch.isclose(leaves, initial)
+    assert 10 < written.sum() <= 32  # the distinct transitions of one 32-sample minibatch
+    torch.testing.assert_close(leaves[written], (td[written] + cfg.priority_eps) ** cfg.alpha, rtol=1e-5, atol=1e-6)
 
 
 def test_n_step_returns_stop_at_episode_ends():
@@ -145,12 +186,11 @@ def test_n_step_returns_stop_at_episode_ends():
 
 def test_epsilon_anneals_with_frames():
     algo = make_dqn("train.total_frames=10000", "dqn.exploration_fraction=0.5", "dqn.eps_end=0.1")
-    batch = TensorDict({}, batch_size=[2, 1250])
-    algo.exploration.step(batch.numel())
-    # EGreedyModule.step subtracts a float32 decrement once per frame: it drifts ~1e-2 over 2,500 frames
-    assert float(algo.exploration.eps) == pytest.approx(1.0 - 0.9 * 2500 / 5000, abs=0.02)
-    algo.exploration.step(10_000)
-    assert float(algo.exploration.eps) == pytest.approx(0.1)
+    cfg, horizon = algo.config.dqn, algo.config.exploration_frames
+    assert horizon == 5000
+    assert epsilon(cfg, 0, horizon) == pytest.approx(1.0)
+    assert epsilon(cfg, 2500, horizon) == pytest.approx(1.0 - 0.9 * 2500 / 5000)
+    assert epsilon(cfg, 10_000, horizon) == pytest.approx(0.1)
 
 
 def test_dqn_on_continuous_actions_is_one_clear_error():
@@ -163,9 +203,9 @@ def test_dqn_on_continuous_actions_is_one_clear_error():
 def test_prioritised_loss_uses_the_importance_weights():
     algo = make_dqn("dqn.loss=l2", "dqn.n_step=1")
     batch = hand_batch()
-    plain = algo.lean_loss(batch.clone())
+    plain = dqn_loss(algo.q_net, algo.target_net, batch.clone(), algo.config.dqn)
     weights = torch.tensor([0.0, 1.0, 0.5])
-    weighted = algo.lean_loss(batch.clone().set("priority_weight", weights))
+    weighted = dqn_loss(algo.q_net, algo.target_net, batch.clone().set("priority_weight", weights), algo.config.dqn)
     per_sample = plain["td_error"] ** 2
     torch.testing.assert_close(weighted["loss"], (weights * per_sample).mean())
     torch.testing.assert_close(plain["loss"], per_sample.mean())

@@ -91,7 +91,7 @@ def test_grpo_steps_raise_the_better_response_and_lower_the_worse():
         overrides=["llm.sft_steps=0", "llm.tiny_hidden_size=32", "llm.tiny_layers=1", "grpo.lr=0.01", "grpo.epochs=1"],
     )
     torch.manual_seed(0)
-    learner = build_learner(config, torch.device("cpu"), None, checkpoint=None)
+    learner = build_learner(config, torch.device("cpu"), state=None, event=lambda *args, **kwargs: None)
     prompt = torch.tensor(learner.tokenizer("abc>")["input_ids"])
     texts = ["abc>cba<eos>", "abc>aaa<eos>"]
 

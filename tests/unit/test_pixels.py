@@ -8,7 +8,7 @@ from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage
 from rlpilot.config import EnvConfig, ModelConfig
 from rlpilot.envs import make_env, observation_reader
 from rlpilot.errors import UserError
-from rlpilot.models import ConvEncoder, network
+from rlpilot.control.models import ConvEncoder, network
 
 pytest.importorskip("minatar", reason="the pixels extra: pip install 'rlpilot[pixels]'")
 
@@ -95,7 +95,7 @@ def test_async_backend_gives_the_same_frames_as_sync():
 
 
 def test_video_frames_from_float_renders_become_visible_uint8():
-    from rlpilot.policy import video_frame
+    from rlpilot.play.episodes import video_frame
 
     frame = np.zeros((10, 10, 3))
     frame[2, 3] = (1.0, 0.5, 0.0)  # MinAtar renders float RGB in [0, 1], 10x10

@@ -1,13 +1,50 @@
-"""PPO: the lean loss equals ClipPPOLoss; GAE as used here matches numbers worked out by hand."""
+"""PPO: the one implementation (plain-torch GAE and clipped loss) equals TorchRL's GAE and ClipPPOLoss,
+built here over the algorithm's own networks (values and gradients); GAE matches numbers worked out by hand."""
 
 import pytest
 import torch
 from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torchrl.modules import OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.value import GAE
 
-from rlpilot.algos.ppo import PPO
-from rlpilot.collect import BatchCollector
 from rlpilot.config import load_config
+from rlpilot.control.algos.ppo import LOG_PROB_KEY, PPO, gae, ppo_loss
+from rlpilot.control.collect import BatchCollector
 from rlpilot.envs import make_env
+
+
+def torchrl_reference(algo: PPO, clip_epsilon: float) -> tuple[ClipPPOLoss, GAE]:
+    """TorchRL's ClipPPOLoss and GAE over the algorithm's own networks (the same Parameter objects)."""
+    cfg = algo.config.ppo
+    if algo.kind == "discrete":
+        head = TensorDictModule(algo.actor_net, in_keys=["observation"], out_keys=["logits"])
+        distribution, kwargs, params = (
+            (OneHotCategorical if algo.one_hot else torch.distributions.Categorical),
+            {},
+            ["logits"],
+        )
+    else:
+        head = TensorDictModule(algo.actor_net, in_keys=["observation"], out_keys=["loc", "scale"])
+        distribution, params = TanhNormal, ["loc", "scale"]
+        kwargs = {"low": algo.bounds[0], "high": algo.bounds[1]}
+    actor = ProbabilisticActor(
+        head, in_keys=params, distribution_class=distribution, distribution_kwargs=kwargs, return_log_prob=True
+    )
+    critic = ValueOperator(algo.critic_net, in_keys=["observation"])
+    loss = ClipPPOLoss(
+        actor,
+        critic,
+        clip_epsilon=clip_epsilon,
+        entropy_bonus=True,
+        entropy_coeff=cfg.entropy_coef,
+        critic_coeff=cfg.value_coef,
+        loss_critic_type=cfg.value_loss,
+        normalize_advantage=cfg.normalize_advantage,
+    )
+    assert loss.tensor_keys.sample_log_prob == LOG_PROB_KEY
+    return loss, GAE(gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=critic)
 
 
 def _algo_and_batch(preset, overrides=()):
@@ -26,7 +63,7 @@ def _algo_and_batch(preset, overrides=()):
     algo = PPO(config, env, torch.device("cpu"))
     batch = BatchCollector(env, algo.act, steps=16, seed=0).collect()
     with torch.no_grad():
-        algo.advantage(batch)
+        gae(batch, algo.critic_net, config.ppo.gamma, config.ppo.gae_lambda)
     # perturb the policy so ratios differ from 1 and clipping happens
     with torch.no_grad():
         for p in algo.actor_net.parameters():
@@ -36,25 +73,33 @@ def _algo_and_batch(preset, overrides=()):
 
 @pytest.mark.parametrize("preset", ["ppo-cartpole", "ppo-pendulum"])
 @pytest.mark.parametrize("normalize", [True, False])
-def test_lean_loss_matches_clip_ppo_loss(preset, normalize):
+def test_loss_matches_clip_ppo_loss(preset, normalize):
     algo, minibatch = _algo_and_batch(preset, [f"ppo.normalize_advantage={str(normalize).lower()}"])
-    params = list(algo.loss.parameters())
+    reference, _ = torchrl_reference(algo, clip_epsilon=0.2)
 
     def run(fn, seed):
         torch.manual_seed(seed)  # same MC entropy sample for the squashed Gaussian
         out = fn(minibatch.clone())
         total = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
-        grads = torch.autograd.grad(total, params, allow_unused=True)
-        return out, grads
+        return out, torch.autograd.grad(total, algo.parameters, allow_unused=True)
 
-    ours, our_grads = run(algo.lean_loss, 1)
-    ref, ref_grads = run(algo.loss, 1)
+    ours, our_grads = run(lambda mb: ppo_loss(algo, mb, algo.config.ppo, 0.2), 1)
+    ref, ref_grads = run(reference, 1)
     assert float(ref["clip_fraction"]) > 0  # the comparison covers the clipped branch
     for key in ("loss_objective", "loss_critic", "loss_entropy", "entropy", "kl_approx", "clip_fraction"):
         torch.testing.assert_close(ours[key].float(), ref[key].float(), rtol=1e-4, atol=1e-5, msg=key)
+    assert sum(g is not None for g in ref_grads) == len(algo.parameters)
     for mine, theirs in zip(our_grads, ref_grads):
-        if theirs is not None:
-            torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_one_hot_actions_match_one_hot_categorical():
+    algo, minibatch = _algo_and_batch("ppo-cartpole", ["env.action_encoding=one_hot"])
+    assert algo.one_hot and minibatch["action"].shape[-1] == 2
+    reference, _ = torchrl_reference(algo, clip_epsilon=0.2)
+    ours, ref = ppo_loss(algo, minibatch.clone(), algo.config.ppo, 0.2), reference(minibatch.clone())
+    for key in ("loss_objective", "loss_entropy", "entropy", "kl_approx"):
+        torch.testing.assert_close(ours[key].float(), ref[key].float(), rtol=1e-4, atol=1e-5, msg=key)
 
 
 def test_gae_by_hand_terminated_vs_truncated():
@@ -83,11 +128,12 @@ def test_gae_by_hand_terminated_vs_truncated():
         },
         batch_size=[1, 3],
     )
-    lean = batch.clone()
-    algo.advantage(batch)
-    algo.lean_advantage(lean)
+    ours = batch.clone()
+    _, reference = torchrl_reference(algo, 0.2)
+    reference(batch)
+    gae(ours, algo.critic_net, 0.5, 0.5)
     for key in ("advantage", "value_target", "state_value", ("next", "state_value")):
-        torch.testing.assert_close(lean[key], batch[key])
+        torch.testing.assert_close(ours[key], batch[key])
     # step 2 (terminated): delta = 3 - 1 = 2;                       A2 = 2
     # step 1 (truncated): delta = 2 + 0.5*1 - 1 = 1.5, trace cut;   A1 = 1.5
     # step 0: delta = 1 + 0.5*1 - 1 = 0.5; A0 = 0.5 + 0.5*0.5*A1 = 0.875
@@ -136,7 +182,7 @@ def test_greedy_continuous_action_is_inside_the_box():
     action = algo.greedy_action(minibatch["observation"] * 100)
     assert action.abs().max() <= 2.0
     sampled, extra = algo.act(minibatch["observation"])
-    assert sampled.abs().max() <= 2.0 and torch.isfinite(extra[algo.log_prob_key]).all()
+    assert sampled.abs().max() <= 2.0 and torch.isfinite(extra[LOG_PROB_KEY]).all()
 
 
 def test_fast_discrete_sampling_is_the_categorical_distribution():
@@ -154,18 +200,19 @@ def test_fast_discrete_sampling_is_the_categorical_distribution():
         log_prob = reference.log_prob(action.clone())
     frequencies = torch.bincount(action, minlength=3).double() / len(action)
     assert frequencies.tolist() == pytest.approx(reference.probs[0].tolist(), abs=0.01)
-    assert torch.allclose(extra[algo.log_prob_key], log_prob, atol=1e-6)
+    assert torch.allclose(extra[LOG_PROB_KEY], log_prob, atol=1e-6)
 
 
-def test_lean_advantage_equals_torchrl_gae_on_a_collected_batch():
+def test_gae_equals_torchrl_gae_on_a_collected_batch():
     config = load_config("ppo-cartpole", overrides=["env.num_envs=8", "ppo.steps_per_env=64"])
     env = make_env(config.env, seed=0)
     algo = PPO(config, env, torch.device("cpu"))
     batch = BatchCollector(env, algo.act, steps=64, seed=0).collect()
     assert batch.get(("next", "done")).any()
-    lean = batch.clone()
+    ours = batch.clone()
+    _, reference = torchrl_reference(algo, 0.2)
     with torch.no_grad():
-        algo.advantage(batch)
-        algo.lean_advantage(lean)
+        reference(batch)
+        gae(ours, algo.critic_net, config.ppo.gamma, config.ppo.gae_lambda)
     for key in ("advantage", "value_target", "state_value", ("next", "state_value")):
-        torch.testing.assert_close(lean[key], batch[key], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(ours[key], batch[key], rtol=1e-5, atol=1e-5)

@@ -2,17 +2,13 @@
 
 The TorchRL env (``TransformedEnv`` over :class:`GymVectorEnv`) is the contract: specs, ``check``,
 ``rollout`` and users' own TorchRL code see it. Training collects through
-:class:`rlpilot.collect.BatchCollector`, which steps the same gymnasium vector env directly and
+:class:`rlpilot.control.collect.BatchCollector`, which steps the same gymnasium vector env directly and
 applies the same observation transforms (:func:`observation_reader`) once per step on plain tensors;
 a test checks both paths produce identical observations.
 """
 
 from __future__ import annotations
 
-import difflib
-import importlib
-import os
-import sys
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -40,6 +36,7 @@ from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
 from rlpilot.envs.native import NativeEnv, make_native_vector_env
 from rlpilot.envs.pixels import FrameReader, frame_stack_transform, frame_transforms, is_image_spec
 from rlpilot.errors import UserError
+from rlpilot.registry import register_namespace, resolve_env
 
 # gymnasium ids with a numpy-vectorised implementation that can run without autoreset.
 NUMPY_VECTOR_ENVS: dict[str, type] = {
@@ -53,53 +50,6 @@ EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "pygame": "classic-control", "al
 RLPILOT_EXTRAS = {"box2d", "mujoco"}
 
 
-# gymnasium namespaces whose ids a package registers on import: (module, its register function or None, extra)
-NAMESPACES = {"MinAtar": ("minatar.gym", "register_envs", "pixels")}
-
-
-def _register_namespace(env_id: str) -> None:
-    namespace = env_id.partition("/")[0] if "/" in env_id else None
-    if namespace not in NAMESPACES or env_id in gym.registry:
-        return
-    module_name, register, extra = NAMESPACES[namespace]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        raise UserError(f"'{env_id}' needs the {extra} extra: pip install 'rlpilot[{extra}]'") from None
-    if register is not None:
-        getattr(module, register)()
-
-
-def resolve_env(env_id: str) -> tuple[Callable[..., gym.Env] | None, str | None]:
-    """Returns (user class, None) for ``module:Class``, or (None, gymnasium id) for a registered id.
-
-    ``module:Env-v0`` imports ``module`` (which registers the id) and returns the id.
-    """
-    if ":" in env_id:
-        module_name, _, attr = env_id.partition(":")
-        if os.getcwd() not in sys.path:  # a user's env module next to where they run rlpilot
-            sys.path.append(os.getcwd())
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise UserError(
-                f"cannot import module '{module_name}' for env '{env_id}' ({exc}); is it installed or on PYTHONPATH?"
-            ) from None
-        candidate = getattr(module, attr, None)
-        if isinstance(candidate, type) and issubclass(candidate, gym.Env):
-            return candidate, None
-        env_id = attr
-    _register_namespace(env_id)
-    if env_id not in gym.registry:
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UserError(
-            f"unknown environment '{env_id}'.{hint} Use a gymnasium id, 'package.module:Class', "
-            "or 'package.module:Id' for an id registered when the module is imported."
-        )
-    return None, env_id
-
-
 def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
     env_class, env_id = resolve_env(env_cfg.id)
 
@@ -109,7 +59,7 @@ def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
             if env_cfg.max_episode_steps is not None:
                 env = gym.wrappers.TimeLimit(env, env_cfg.max_episode_steps)
         else:
-            _register_namespace(env_id)  # again here: async workers may start without the parent's registry
+            register_namespace(env_id)  # again here: async workers may start without the parent's registry
             env = gym.make(env_id, max_episode_steps=env_cfg.max_episode_steps, **env_cfg.kwargs)
         if env_cfg.frame_skip > 1:
             env = gym.wrappers.MaxAndSkipObservation(env, skip=env_cfg.frame_skip)

@@ -15,9 +15,9 @@ from torchrl.data import Bounded, Categorical, Composite, TensorSpec
 from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage, check_env_specs
 
 from rlpilot.config import EnvConfig
+from rlpilot.control.evaluate import evaluate
 from rlpilot.envs import make_env, make_vector_env, observation_reader
 from rlpilot.envs.pixels import is_image_spec, save_frame_png
-from rlpilot.evaluate import evaluate
 
 
 @dataclass

@@ -12,7 +12,7 @@ Two layers:
 - :class:`NativeVectorEnv` subclasses (``CartPoleVector``, ...) hold the dynamics and speak
   gymnasium's vector API with autoreset DISABLED (``reset(seed=, options={"reset_mask": m})``,
   ``step(action) -> obs, reward, terminated, truncated, info``) but on tensors, on one device, with
-  no host synchronisation in ``step`` or a masked ``reset``. :class:`rlpilot.collect.BatchCollector`
+  no host synchronisation in ``step`` or a masked ``reset``. :class:`rlpilot.control.collect.BatchCollector`
   and evaluation drive this layer directly.
 - :class:`NativeEnv` (an ``EnvBase``; ``CartPole``, ``Acrobot``, ``Pendulum``, ``MountainCar``,
   ``MountainCarContinuous``) wraps one for TorchRL: specs, ``rollout``, collectors, ``check_env_specs``.

@@ -1,4 +1,4 @@
-"""GRPO on TorchRL's LLM stack, and the training loop behind ``rlpilot train grpo-<task>``.
+"""GRPO on TorchRL's LLM stack: the Trainable behind ``rlpilot train grpo-<task>``.
 
 One step: sample ``prompts_per_step`` training prompts; ``TransformersWrapper(generate=True,
 num_samples=group_size)`` samples a group of responses for each; the task scores them; each
@@ -9,8 +9,8 @@ for the sampling and reference log-probabilities; ``GRPOLoss`` (clipped ratio ov
 
 Why not the tutorial's recipe: wrapping ``model.generate`` in a ``TensorDictModule`` for
 ``ClipPPOLoss`` gives token ids but no differentiable log-probabilities, and PPO's critic has no
-value head to train on a language model. The loop writes the same run directory as control runs
-(config.yaml, meta.json, metrics.csv, events.jsonl, weights-only checkpoints, curve.png).
+value head to train on a language model. :class:`GRPOTrainable` runs in the same loop as control
+runs (``rlpilot.loop.trainer``) and writes the same run directory.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import warnings
 import torch
 
 from rlpilot.config import Config
-from rlpilot.errors import UserError
+from rlpilot.guard import Guard
 from rlpilot.llm import require_transformers
 from rlpilot.llm.tasks import Task, make_task
-from rlpilot.runs import MetricsWriter, Run
+from rlpilot.loop.trainable import Evaluation, EventSink, Step
 
 # TorchRL 0.14.1's TransformersWrapper computes log-probs with cross_entropy(..., reduce=False): torch warns
 # on every run; the numbers are right (tests/unit/test_llm_parts.py)
@@ -76,8 +76,6 @@ class GRPOLearner:
     def __init__(self, model, reference, tokenizer, task: Task, config: Config, device: torch.device):
         from torchrl.modules.llm import TransformersWrapper
         from torchrl.objectives.llm import GRPOLoss
-
-        from rlpilot.monitor import Guard
 
         self.model, self.tokenizer, self.task, self.config = model, tokenizer, task, config
         llm, grpo = config.llm, config.grpo
@@ -144,8 +142,8 @@ class GRPOLearner:
         eos = self.tokenizer.eos_token
         return torch.tensor([[self.task.reward(p, r, eos) for r in group] for p, group in zip(prompts, responses)])
 
-    def sample(self, prompts: list[str]) -> tuple[object, dict[str, float]]:
-        """A batch ready for ``GRPOLoss`` and the step's sampling metrics."""
+    def sample(self, prompts: list[str]) -> tuple[object, dict[str, float], list[float], list[int]]:
+        """A batch ready for ``GRPOLoss``, the step's sampling metrics, and each response's reward and length."""
         start = time.perf_counter()
         responses, tokens, out = self.generate(prompts, greedy=False)
         generate_s = time.perf_counter() - start
@@ -167,13 +165,12 @@ class GRPOLearner:
             "train/reward_frac_zero": float((flat_rewards == 0).float().mean()),
             "train/group_reward_std": float(group_std.mean()),
             "train/groups_without_signal": float((group_std.squeeze(1) == 0).float().mean()),
-            "train/episode_return": float(flat_rewards.mean()),
             "train/response_length": float(lengths.mean()),
             "train/finished_frac": float(finished.mean()),
             "time/generate_s": generate_s,
             "time/tokens_per_s": float(lengths.sum()) / max(generate_s, 1e-9),
         }
-        return batch, metrics
+        return batch, metrics, flat_rewards.tolist(), lengths.long().tolist()
 
     def score(self, full_texts: list[str], prompt_tokens: list[torch.Tensor]):
         """Sampling-policy and reference log-probs of ``prompt + response`` (per token, ragged)."""
@@ -256,13 +253,13 @@ def eval_prompts(config: Config, task: Task) -> list[str]:
     return task.heldout_prompts[:count]
 
 
-def build_learner(config: Config, device: torch.device, run: Run | None, *, checkpoint: dict | None) -> GRPOLearner:
-    """Model, reference and learner; without a checkpoint the SFT warm-up runs first (reference = after it)."""
+def build_learner(config: Config, device: torch.device, *, state: dict | None, event: EventSink) -> GRPOLearner:
+    """Model, reference and learner; without a state to restore, the SFT warm-up runs first (reference = after it)."""
     from rlpilot.llm.sft import sft_warmup
 
     task = make_task(config.llm.task)
     model, tokenizer = build_model(config, device)
-    if checkpoint is None and config.llm.sft_steps > 0:
+    if state is None and config.llm.sft_steps > 0:
         start = time.perf_counter()
         losses = sft_warmup(
             model,
@@ -273,131 +270,63 @@ def build_learner(config: Config, device: torch.device, run: Run | None, *, chec
             batch_size=config.llm.sft_batch_size,
             seed=config.train.seed,
         )
-        if run is not None:
-            run.event(
-                "sft",
-                steps=len(losses),
-                loss_first=losses[0],
-                loss_last=losses[-1],
-                seconds=round(time.perf_counter() - start, 3),
-            )
+        event(
+            "sft",
+            steps=len(losses),
+            loss_first=losses[0],
+            loss_last=losses[-1],
+            seconds=round(time.perf_counter() - start, 3),
+        )
     learner = GRPOLearner(model, frozen_copy(model), tokenizer, task, config, device)
-    if checkpoint is not None:
-        learner.load_state_dict(checkpoint["algo_state"])
+    if state is not None:
+        learner.load_state_dict(state)
     return learner
 
 
-def run_grpo(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bool, verbose: bool) -> Run:
-    """The loop of :func:`rlpilot.train.train` for ``algo: grpo``: sample → score → learn → evaluate → log."""
-    from rlpilot.loggers import RunLoggers
-    from rlpilot.monitor import Progress, ProgressBar
-    from rlpilot.train import (
-        RESUME_SEED_STRIDE,
-        _stop_on_signals,
-        budget_spent,
-        finish_run,
-        resolve_device,
-        seed_everything,
-    )
+class GRPOTrainable:
+    """GRPO as the loop sees it (``rlpilot.loop.trainable``): a step samples ``prompts_per_step`` training
+    prompts, a group of responses each, and learns; an evaluation answers the held-out prompts greedily
+    (``eval/return_mean`` = mean reward, 1 = every answer right). A frame is one sampled response."""
 
-    require_transformers()
-    torch.set_num_threads(config.train.num_threads)
-    device = resolve_device(config.train.device)
-    progress = Progress.from_state(checkpoint["progress"]) if checkpoint else Progress()
-    seed_everything(config.train.seed + RESUME_SEED_STRIDE * (progress.resumes + (1 if checkpoint else 0)))
-    learner = build_learner(config, device, run, checkpoint=checkpoint)
-    if checkpoint:
-        torch.set_rng_state(checkpoint["torch_rng"])
-        progress.resumes += 1
-        run.truncate_metrics(after_frames=progress.frames)
-        run.event("resume", frames=progress.frames, resumes=progress.resumes)
-    heldout = eval_prompts(config, learner.task)
-    run.update_meta(
-        status="running",
-        solved_at=config.train.solved_at,
-        device=str(device),
-        resumes=progress.resumes,
-        llm_facts={
-            "task": learner.task.description,
-            "parameters": sum(p.numel() for p in learner.model.parameters()),
-            "max_reward": 1.0,
-            "max_new_tokens": config.llm.max_new_tokens,
-        },
-    )
-    metrics_writer = MetricsWriter(run.path / "metrics.csv")
-    loggers = RunLoggers(run, config.train.loggers)
-    bar = ProgressBar(config, show_progress, initial=progress.frames)
-    status, reason = "failed", None
-    start = time.perf_counter() - progress.elapsed_before
-    next_eval = (progress.frames // config.train.eval_every_frames + 1) * config.train.eval_every_frames
-    next_checkpoint = progress.frames + config.train.checkpoint_every_frames
+    def __init__(self, config: Config, *, device: torch.device, seed: int, state: dict | None, event: EventSink):
+        require_transformers()
+        self.config = config
+        self.learner = build_learner(config, device, state=state, event=event)
+        self.guard = self.learner.guard
+        self.heldout = eval_prompts(config, self.learner.task)
 
-    def save(name: str = "last") -> None:
-        progress.elapsed_before = time.perf_counter() - start
-        run.save_checkpoint(name, _checkpoint(config, learner, progress))
+    def step(self) -> Step:
+        prompts = _training_prompts(self.learner.task, self.config.grpo.prompts_per_step)
+        batch, metrics, rewards, lengths = self.learner.sample(prompts)
+        metrics.update(self.learner.learn(batch))
+        return Step(len(rewards), metrics, rewards, lengths)
 
-    def log(row: dict) -> None:
-        elapsed = time.perf_counter() - start
-        row.update({"time/elapsed_s": elapsed, "time/fps": progress.frames / max(elapsed, 1e-9)})
-        metrics_writer.write(row)
-        loggers.log(row)
+    def evaluate(self, index: int) -> Evaluation:
+        rewards, responses, lengths = self.learner.evaluate(self.heldout)
+        mean, std = float(rewards.mean()), float(rewards.std()) if len(rewards) > 1 else 0.0
+        examples = dict(list(zip(self.heldout, responses))[:SAMPLE_RESPONSES_IN_EVENTS])
+        metrics = {"eval/return_mean": mean, "eval/return_std": std, "eval/response_length": float(lengths.mean())}
+        return Evaluation(mean, std, metrics, {"examples": examples})
 
-    try:
-        with _stop_on_signals() as stop:
-            if not checkpoint:  # the curve starts at the warmed-up model: what RL has to improve
-                log({"frames": 0, **_evaluate(config, learner, heldout, run, progress)})
-            while progress.frames < config.train.total_frames and not stop.requested:
-                prompts = _training_prompts(learner.task, config.grpo.prompts_per_step)
-                batch, row = learner.sample(prompts)
-                row.update(learner.learn(batch))
-                progress.frames += config.frames_per_batch
-                progress.batches += 1
-                progress.episodes += config.frames_per_batch
-                for event in learner.guard.drain():
-                    run.event(event.pop("event"), frames=progress.frames, **event)
-                done, out_of_time = budget_spent(config, progress.frames, start)
-                if progress.frames >= next_eval or done:
-                    next_eval += config.train.eval_every_frames
-                    best_before = progress.best_eval
-                    row.update(_evaluate(config, learner, heldout, run, progress))
-                    if progress.best_eval > best_before:
-                        save("best")
-                row = {"frames": progress.frames, **row}
-                log(row)
-                if progress.frames >= next_checkpoint:
-                    next_checkpoint += config.train.checkpoint_every_frames
-                    learner.guard.trips = 0
-                    save()
-                bar.update(progress, time.perf_counter() - start)
-                if verbose:
-                    bar.write(
-                        f"[status] frames {progress.frames:,}  reward {row['train/reward_mean']:.3f}  "
-                        f"kl {row.get('train/kl_to_ref', 0):.4f}  eval {progress.last_eval}"
-                    )
-                if progress.solved_at_frames is not None and config.train.stop_when_solved:
-                    break
-                if out_of_time:
-                    run.event("time_limit", seconds=round(time.perf_counter() - start, 3))
-                    break
-            if stop.requested:
-                status, reason = "interrupted", f"signal {stop.requested}"
-            else:
-                status = "solved" if progress.solved_at_frames is not None else "finished"
-    except KeyboardInterrupt:
-        status, reason = "interrupted", "KeyboardInterrupt"
-    finally:
-        bar.close()
-        save()
-        loggers.close()
-        finish_run(
-            run,
-            progress,
-            status=status,
-            reason=reason,
-            guard_trips=learner.guard.total_trips,
-            solved_at=config.train.solved_at,
-        )
-    return run
+    def facts(self) -> dict:
+        learner = self.learner
+        return {
+            "llm_facts": {
+                "task": learner.task.description,
+                "parameters": sum(p.numel() for p in learner.model.parameters()),
+                "max_reward": 1.0,
+                "max_new_tokens": self.config.llm.max_new_tokens,
+            }
+        }
+
+    def state_dict(self) -> dict:
+        return self.learner.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.learner.load_state_dict(state)
+
+    def close(self) -> None:
+        """Nothing to release: the models go with the object."""
 
 
 def _training_prompts(task: Task, count: int) -> list[str]:
@@ -407,47 +336,19 @@ def _training_prompts(task: Task, count: int) -> list[str]:
     return [task.train_prompts[i] for i in index.tolist()]
 
 
-def _evaluate(config: Config, learner: GRPOLearner, prompts: list[str], run: Run, progress) -> dict[str, float]:
-    """Greedy responses to the held-out prompts; mean reward is ``eval/return_mean`` (1 = every answer right)."""
-    rewards, responses, lengths = learner.evaluate(prompts)
-    mean, std = float(rewards.mean()), float(rewards.std()) if len(rewards) > 1 else 0.0
-    progress.evaluations += 1
-    progress.last_eval = mean
-    progress.best_eval = max(progress.best_eval, mean)
-    examples = {p: r for p, r in list(zip(prompts, responses))[:SAMPLE_RESPONSES_IN_EVENTS]}
-    run.event("eval", frames=progress.frames, mean=mean, std=std, examples=examples)
-    threshold = config.train.solved_at
-    if threshold is not None and mean >= threshold and progress.solved_at_frames is None and progress.frames > 0:
-        progress.solved_at_frames = progress.frames
-        run.event("solved", frames=progress.frames, mean=mean, threshold=threshold, consecutive=1)
-    return {"eval/return_mean": mean, "eval/return_std": std, "eval/response_length": float(lengths.mean())}
-
-
-def _checkpoint(config: Config, learner: GRPOLearner, progress) -> dict:
-    return {
-        "format": 1,
-        "algo": config.algo,
-        "env_id": config.env.id,
-        "config": config.to_dict(),
-        "algo_state": learner.state_dict(),
-        "frames": progress.frames,
-        "progress": progress.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-    }
-
-
 def evaluate_run(path, *, checkpoint: str = "last") -> tuple[torch.Tensor, list[str], list[str]]:
     """``rlpilot eval`` on an LLM run: greedy held-out rewards of a checkpoint (prompts, responses too)."""
+    from rlpilot.errors import UserError
+    from rlpilot.loop.lifecycle import resolve_device
     from rlpilot.runs import load_run
-    from rlpilot.train import resolve_device
 
     run = load_run(path)
     config = run.config()
     if config.algo != "grpo":
         raise UserError(f"{run.path} is not an LLM run")
-    state = run.load_checkpoint(checkpoint)
+    saved = run.load_checkpoint(checkpoint)
     device = resolve_device(config.train.device)
-    learner = build_learner(config, device, None, checkpoint=state)
+    learner = build_learner(config, device, state=saved["state"], event=lambda *args, **kwargs: None)
     prompts = eval_prompts(config, learner.task)
     rewards, responses, _ = learner.evaluate(prompts)
     return rewards, prompts, responses

@@ -1,10 +1,16 @@
-"""DQN with double-DQN targets, uniform or prioritised replay, hard or soft target updates.
+"""DQN with double-DQN targets, uniform or prioritised replay, hard or soft target updates, n-step returns.
 
-Per collected batch (``learn``): anneal epsilon by the batch's frames (``EGreedyModule.step``),
-write the batch's transitions (n-step returns when ``dqn.n_step > 1``) to a TorchRL
+Per collected batch (``learn``): epsilon follows the frames collected (linear to ``eps_end`` over
+``exploration_frames``), the batch's transitions (n-step returns when ``dqn.n_step > 1``) go to a TorchRL
 ``TensorDictReplayBuffer`` on ``LazyTensorStorage``, and, once ``learning_starts`` frames are in,
-run ``frames x updates_per_frame`` gradient steps. With prioritised replay each step writes |TD error|
+``frames x updates_per_frame`` gradient steps run. With prioritised replay each step writes |TD error|
 back (``update_tensordict_priority``) and the loss is weighted by the sampler's importance weights.
+
+One implementation, owning its networks: :func:`dqn_loss` is the double-DQN TD loss in plain torch.
+Why not TorchRL's ``DQNLoss`` at run time: its forward builds and copies TensorDicts and swaps functional
+parameters in and out of the network three times per call; at RL Zoo's CartPole setting (0.5 updates
+per frame) the update is most of a run's time (benchmarks/update_cost.py). ``DQNLoss`` lives on in
+``tests/unit/test_dqn.py`` as the reference this loss must equal (values and gradients).
 """
 
 from __future__ import annotations
@@ -13,16 +19,13 @@ import copy
 
 import torch
 from tensordict import TensorDict
-from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
 from torchrl.data import LazyTensorStorage, PrioritizedSampler, RandomSampler, TensorDictReplayBuffer
 from torchrl.envs import EnvBase
-from torchrl.modules import EGreedyModule, QValueModule
-from torchrl.objectives import DQNLoss, HardUpdate, SoftUpdate
 
-from rlpilot.config import Config
-from rlpilot.models import GreedyActor, action_kind, network
-from rlpilot.monitor import Guard
+from rlpilot.config import Config, DQNConfig
+from rlpilot.control.models import GreedyActor, action_kind, network
+from rlpilot.guard import Guard
 
 STORED_KEYS = (
     "observation",
@@ -46,26 +49,6 @@ class DQN:
         self.q_net = network(env.observation_spec, self.num_actions, config.model).to(device)
         self.target_net = copy.deepcopy(self.q_net).requires_grad_(False)
         self.greedy_module = GreedyActor(self.q_net)
-        q_values = TensorDictModule(self.q_net, in_keys=["observation"], out_keys=["action_value"])
-        self.greedy_policy = TensorDictSequential(q_values, QValueModule(spec=spec, action_space="categorical"))
-        self.exploration = EGreedyModule(
-            spec, eps_init=cfg.eps_init, eps_end=cfg.eps_end, annealing_num_steps=config.exploration_frames
-        ).to(device)
-        self.explore_policy = TensorDictSequential(self.greedy_policy, self.exploration)
-        self.loss = DQNLoss(
-            self.greedy_policy,
-            loss_function="smooth_l1" if cfg.loss == "huber" else "l2",
-            delay_value=True,
-            double_dqn=cfg.double_dqn,
-            action_space=spec,
-        )
-        self.loss.make_value_estimator(gamma=cfg.gamma)
-        if cfg.loss_impl == "torchrl":
-            self.target_updater = (
-                HardUpdate(self.loss, value_network_update_interval=cfg.target_update_interval)
-                if cfg.target_update == "hard"
-                else SoftUpdate(self.loss, tau=cfg.tau)
-            )
         self.sampler = (
             PrioritizedSampler(cfg.buffer_size, alpha=cfg.alpha, beta=cfg.beta_init, eps=cfg.priority_eps)
             if cfg.prioritized
@@ -80,14 +63,15 @@ class DQN:
         self.optimizer = torch.optim.Adam(self.parameters, lr=cfg.lr, fused=True)
         self.updates = 0
         self.frames = 0
+        self.epsilon = cfg.eps_init
         self.guard = Guard(config.guard)
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------
     @torch.inference_mode()
     def act(self, observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Epsilon-greedy with the EGreedyModule's current epsilon (uniform before learning starts)."""
+        """Epsilon-greedy (uniform before learning starts); epsilon is a float: nothing waits on the device."""
         greedy = self.q_net(observation).argmax(-1)
-        eps = 1.0 if self.frames < self.config.dqn.learning_starts else float(self.exploration.eps)
+        eps = 1.0 if self.frames < self.config.dqn.learning_starts else self.epsilon
         explore = torch.rand(greedy.shape, device=greedy.device) < eps
         random_actions = torch.randint(0, self.num_actions, greedy.shape, device=greedy.device)
         return torch.where(explore, random_actions, greedy), {}
@@ -99,23 +83,22 @@ class DQN:
     # -- learning ----------------------------------------------------------------------------
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         cfg = self.config.dqn
-        self.exploration.step(batch.numel())
         self.frames = frames
+        self.epsilon = epsilon(cfg, frames, self.config.exploration_frames)
         self.buffer.extend(n_step_transitions(batch, cfg.n_step, cfg.gamma).reshape(-1).select(*STORED_KEYS))
-        metrics = {"explore/epsilon": float(self.exploration.eps), "buffer/size": float(len(self.buffer))}
+        metrics = {"explore/epsilon": self.epsilon, "buffer/size": float(len(self.buffer))}
         if frames < cfg.learning_starts:
             return metrics
         if cfg.prioritized:
             progress = min(1.0, frames / self.config.train.total_frames)
             self.sampler.beta = cfg.beta_init + (1.0 - cfg.beta_init) * progress
-        loss_fn = self.lean_loss if cfg.loss_impl == "lean" else self._torchrl_loss
         updates = self.config.dqn_updates_per_batch
         sums = torch.zeros(4, device=self.device)
         skipped = 0
         for group in self.optimizer.param_groups:
             group["lr"] = cfg.lr * self.guard.lr_scale
         for sample in self._samples(updates):
-            out = loss_fn(sample)
+            out = dqn_loss(self.q_net, self.target_net, sample, cfg)
             self.updates += 1
             grad_norm = self.guard.step(self.optimizer, self.parameters, out["loss"], cfg.max_grad_norm, self.updates)
             if grad_norm is None:
@@ -154,47 +137,9 @@ class DQN:
             return
         yield from self.buffer.sample(batch_size * updates).split(batch_size)
 
-    def lean_loss(self, sample: TensorDict) -> dict[str, torch.Tensor]:
-        """Double-DQN TD loss in plain torch: the same numbers as TorchRL's ``DQNLoss`` (tested).
-
-        Why it exists: DQNLoss's forward builds and copies TensorDicts and swaps functional
-        parameters in and out of the network three times per call; at RL Zoo's CartPole setting
-        (0.5 updates per frame) the update is most of a run's time (benchmarks/update_cost.py).
-        """
-        cfg = self.config.dqn
-        q_taken = self.q_net(sample["observation"]).gather(-1, sample["action"].unsqueeze(-1)).squeeze(-1)
-        with torch.no_grad():
-            next_observation = sample["next", "observation"]
-            next_target = self.target_net(next_observation)
-            if cfg.double_dqn:
-                next_action = self.q_net(next_observation).argmax(-1, keepdim=True)
-                next_value = next_target.gather(-1, next_action).squeeze(-1)
-            else:
-                next_value = next_target.max(-1).values
-            not_terminated = (~sample["next", "terminated"]).squeeze(-1).float()
-            discount = sample["discount"].squeeze(-1) if "discount" in sample.keys() else cfg.gamma
-            target = sample["next", "reward"].squeeze(-1) + discount * not_terminated * next_value
-        if cfg.loss == "huber":
-            elementwise = nn.functional.smooth_l1_loss(q_taken, target, reduction="none")
-        else:
-            elementwise = nn.functional.mse_loss(q_taken, target, reduction="none")
-        weight = sample.get("priority_weight", None)
-        loss = (elementwise * weight).mean() if weight is not None else elementwise.mean()
-        return {"loss": loss, "td_error": (q_taken - target).detach().abs(), "q_mean": q_taken.detach().mean()}
-
-    def _torchrl_loss(self, sample: TensorDict) -> dict[str, torch.Tensor]:
-        out = self.loss(sample)
-        # DQNLoss writes the squared TD error; priorities follow the PER paper's |TD error|
-        td_error = sample.get("td_error").squeeze(-1).sqrt()
-        with torch.no_grad():
-            q_mean = self.q_net(sample["observation"]).gather(-1, sample["action"].unsqueeze(-1)).mean()
-        return {"loss": out["loss"], "td_error": td_error, "q_mean": q_mean}
-
     def _update_target(self) -> None:
         cfg = self.config.dqn
-        if cfg.loss_impl == "torchrl":
-            self.target_updater.step()
-        elif cfg.target_update == "soft":
+        if cfg.target_update == "soft":
             with torch.no_grad():
                 torch._foreach_lerp_(list(self.target_net.parameters()), self.parameters, cfg.tau)
         elif self.updates % cfg.target_update_interval == 0:
@@ -205,9 +150,7 @@ class DQN:
         return {
             "q_net": self.q_net.state_dict(),
             "target_net": self.target_net.state_dict(),
-            "loss": self.loss.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "exploration": self.exploration.state_dict(),
             "updates": self.updates,
             "frames": self.frames,
             "guard": self.guard.state_dict(),
@@ -217,11 +160,10 @@ class DQN:
     def load_state_dict(self, state: dict) -> None:
         self.q_net.load_state_dict(state["q_net"])
         self.target_net.load_state_dict(state["target_net"])
-        self.loss.load_state_dict(state["loss"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.exploration.load_state_dict(state["exploration"])
         self.updates = int(state["updates"])
         self.frames = int(state["frames"])
+        self.epsilon = epsilon(self.config.dqn, self.frames, self.config.exploration_frames)
         self.guard.load_state_dict(state["guard"])
         if state.get("buffer") is not None:
             self.load_buffer_state(state["buffer"])
@@ -288,3 +230,33 @@ def n_step_transitions(batch: TensorDict, n: int, gamma: float) -> TensorDict:
         out.set(key, value.gather(1, gather_index))
     out.set(("next", "reward"), ret)
     return out.set("discount", discount)
+
+
+def epsilon(cfg: DQNConfig, frames: int, exploration_frames: int) -> float:
+    """Exploration probability after ``frames``: linear from ``eps_init`` to ``eps_end`` over ``exploration_frames``."""
+    return max(cfg.eps_end, cfg.eps_init - (cfg.eps_init - cfg.eps_end) * frames / exploration_frames)
+
+
+def dqn_loss(q_net: nn.Module, target_net: nn.Module, sample: TensorDict, cfg: DQNConfig) -> dict[str, torch.Tensor]:
+    """Double-DQN TD loss (or plain max over the target when ``dqn.double_dqn`` is off), weighted by the
+    prioritised sampler's importance weights when present; bootstraps with ``discount`` (gamma^k for
+    k-step returns) unless the transition terminated. Same numbers as TorchRL's ``DQNLoss`` (tested)."""
+    q_taken = q_net(sample["observation"]).gather(-1, sample["action"].unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        next_observation = sample["next", "observation"]
+        next_target = target_net(next_observation)
+        if cfg.double_dqn:
+            next_action = q_net(next_observation).argmax(-1, keepdim=True)
+            next_value = next_target.gather(-1, next_action).squeeze(-1)
+        else:
+            next_value = next_target.max(-1).values
+        not_terminated = (~sample["next", "terminated"]).squeeze(-1).float()
+        discount = sample["discount"].squeeze(-1) if "discount" in sample.keys() else cfg.gamma
+        target = sample["next", "reward"].squeeze(-1) + discount * not_terminated * next_value
+    if cfg.loss == "huber":
+        elementwise = nn.functional.smooth_l1_loss(q_taken, target, reduction="none")
+    else:
+        elementwise = nn.functional.mse_loss(q_taken, target, reduction="none")
+    weight = sample.get("priority_weight", None)
+    loss = (elementwise * weight).mean() if weight is not None else elementwise.mean()
+    return {"loss": loss, "td_error": (q_taken - target).detach().abs(), "q_mean": q_taken.detach().mean()}

@@ -25,11 +25,12 @@ from torchrl.envs import RewardScaling, TransformedEnv
 
 from rlpilot.envs import observation_reader
 from rlpilot.envs.native import NativeEnv
+from rlpilot.errors import StopRun, UserError
 
 ActFn = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
-class NonFiniteObservation(Exception):
+class NonFiniteObservation(StopRun):
     """An env returned NaN/inf and ``guard.on_nonfinite_obs`` is ``stop``."""
 
 
@@ -71,8 +72,18 @@ class BatchCollector:
     is skipped (the native dynamics are finite for any clipped action).
     """
 
-    def __init__(self, env: TransformedEnv, act: ActFn, *, steps: int, seed: int | None, on_nonfinite: str = "reset"):
+    def __init__(
+        self,
+        env: TransformedEnv,
+        act: ActFn,
+        *,
+        steps: int,
+        seed: int | None,
+        on_nonfinite: str = "reset",
+        env_id: str = "the env",
+    ):
         self.vector_env = env.base_env.vector_env
+        self.env_id = env_id
         self.env_action = env.base_env.env_action
         self.num_envs = self.vector_env.num_envs
         self.device = env.device
@@ -95,7 +106,10 @@ class BatchCollector:
         for _ in range(self.steps):
             observation = self.observation
             action, extra = self.act(observation)
-            raw, reward, term, trunc, _ = self.vector_env.step(self.env_action(action))
+            try:
+                raw, reward, term, trunc, _ = self.vector_env.step(self.env_action(action))
+            except Exception as exc:  # the env's own code failed: say which env and what it raised
+                raise UserError(f"env '{self.env_id}' raised during step: {type(exc).__name__}: {exc}") from exc
             next_observation = self.read_observation(raw)
             if self.native:
                 self.observation = next_observation

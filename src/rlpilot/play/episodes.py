@@ -1,4 +1,5 @@
-"""A trained run's policy, rebuilt from its config and checkpoint (weights only, never pickled code)."""
+"""Playing a policy: greedy episodes of a run, an exported artifact or a classical controller, side by
+side in one vector env; per-episode CSV rows; one episode on video."""
 
 from __future__ import annotations
 
@@ -11,53 +12,12 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
-from rlpilot import algos
 from rlpilot.config import BACKENDS, EnvConfig
+from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs import make_env
 from rlpilot.errors import UserError
-from rlpilot.evaluate import EvalResult, evaluate
-from rlpilot.runs import Run, atomic_write, load_run
-
-
-@dataclass
-class LoadedPolicy:
-    run: Run
-    algo: algos.Algorithm
-    obs_norm: dict | None
-    checkpoint: str = "last"
-
-    def make_env(self, *, num_envs: int, seed: int | None = None) -> TransformedEnv:
-        """An env with the run's transform chain and the run's normalisation statistics."""
-        config = self.run.config()
-        return make_env(config.env, num_envs=num_envs, seed=seed, obs_norm_state=self.obs_norm)
-
-
-def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
-    if checkpoint not in ("last", "best"):
-        raise UserError(f"--checkpoint {checkpoint}: choose last or best")
-    run = load_run(path)
-    config = run.config()
-    if config.algo == "grpo":
-        raise UserError(
-            f"{run.path} is an LLM (grpo) run: `rlpilot eval {run.path}` gives its held-out reward; export and "
-            "videos are for control policies (the weights are in checkpoints/*.pt under algo_state.policy)"
-        )
-    state = run.load_checkpoint(checkpoint)
-    if state.get("algo") != config.algo or state.get("env_id") != config.env.id:
-        raise UserError(
-            f"checkpoint {checkpoint}.pt in {run.path} was made by {state.get('algo')} on {state.get('env_id')}, "
-            f"but the run's config is {config.algo} on {config.env.id}"
-        )
-    env = make_env(config.env, num_envs=1, obs_norm_state=state["obs_norm"])
-    algo = algos.build(config, env, torch.device("cpu"))
-    env.close()
-    try:
-        algo.load_state_dict(state["algo_state"])
-    except (KeyError, RuntimeError) as exc:
-        raise UserError(
-            f"checkpoint {checkpoint}.pt does not fit the run's config: {str(exc).splitlines()[0]}"
-        ) from None
-    return LoadedPolicy(run, algo, state["obs_norm"], checkpoint)
+from rlpilot.play.load import load_artifact, load_policy
+from rlpilot.runs import atomic_write, load_run
 
 
 @dataclass
@@ -101,8 +61,6 @@ def playable(path: str | Path, checkpoint: str = "last", controller: str | None 
             f"'{path}' is an env id, not a run: add --controller random (or pid) to evaluate a baseline on it"
         )
     if path.is_file():
-        from rlpilot.export import load_artifact
-
         run_artifact, signature = load_artifact(path)
         env = signature["env"]
         env_config = EnvConfig(

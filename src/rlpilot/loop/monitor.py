@@ -1,6 +1,6 @@
-"""Watching a run: update guards, milestone events and status lines, the progress bar.
+"""Watching a run: the counters a checkpoint saves, milestone events and status lines, the progress bar.
 
-Nothing here runs per environment step; the guard costs one host sync per gradient update.
+Nothing here runs per environment step: the loop calls it once per step of the trainable.
 """
 
 from __future__ import annotations
@@ -9,85 +9,13 @@ import math
 import sys
 from dataclasses import dataclass, field
 
-import torch
-
-from rlpilot.config import Config, GuardConfig
-
-
-class Guard:
-    """Skips updates whose loss or gradient norm is non-finite or above ``max_loss``, and cuts the LR.
-
-    The algorithm asks ``allow(loss, grad_norm)`` after ``backward`` and steps the optimiser only on
-    True; it multiplies its learning rate by ``lr_scale``. Trips since the last good checkpoint are
-    counted so the loop can roll back when they pile up.
-    """
-
-    def __init__(self, cfg: GuardConfig):
-        self.cfg = cfg
-        self.lr_scale = 1.0
-        self.trips = 0
-        self.total_trips = 0
-        self.events: list[dict] = []
-
-    def allow(self, loss: torch.Tensor, grad_norm: torch.Tensor, update: int) -> bool:
-        if not self.cfg.enabled:
-            return True
-        loss_value, norm_value = float(loss.detach()), float(grad_norm)
-        if math.isfinite(loss_value) and math.isfinite(norm_value) and loss_value <= self.cfg.max_loss:
-            return True
-        self.trips += 1
-        self.total_trips += 1
-        self.lr_scale *= self.cfg.lr_cut
-        reason = (
-            "non-finite loss"
-            if not math.isfinite(loss_value)
-            else ("non-finite gradient" if not math.isfinite(norm_value) else f"loss above {self.cfg.max_loss:g}")
-        )
-        self.events.append(
-            {
-                "event": "guard_skip",
-                "reason": reason,
-                "update": update,
-                "loss": _json_float(loss_value),
-                "grad_norm": _json_float(norm_value),
-                "lr_scale": self.lr_scale,
-            }
-        )
-        return False
-
-    def step(
-        self, optimizer: torch.optim.Optimizer, parameters: list, loss: torch.Tensor, max_grad_norm: float, update: int
-    ) -> torch.Tensor | None:
-        """backward, clip, and the optimiser step unless the guard trips; the grad norm, or None if skipped."""
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm, foreach=True)
-        if not self.allow(loss, grad_norm, update):
-            optimizer.zero_grad(set_to_none=True)
-            return None
-        optimizer.step()
-        return grad_norm
-
-    def drain(self) -> list[dict]:
-        events, self.events = self.events, []
-        return events
-
-    def state_dict(self) -> dict:
-        return {"lr_scale": self.lr_scale, "total_trips": self.total_trips}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.lr_scale = float(state["lr_scale"])
-        self.total_trips = int(state["total_trips"])
-        self.trips = 0
-
-
-def _json_float(value: float) -> float | str:
-    return value if math.isfinite(value) else str(value)
+from rlpilot.config import Config
 
 
 @dataclass
 class Progress:
-    """Counters of a run: what the log, the stop rule and checkpoints read (all saved in checkpoints)."""
+    """Counters of a run: what the log, the stop rule and checkpoints read (all saved in checkpoints).
+    ``episodes`` counts finished training episodes (an LLM run: sampled responses)."""
 
     frames: int = 0
     batches: int = 0
@@ -100,7 +28,6 @@ class Progress:
     best_train_return: float = -math.inf
     milestone_reached: bool = False
     elapsed_before: float = 0.0
-    resumes: int = 0
     recent_returns: list = field(default_factory=list)
 
     def state_dict(self) -> dict:

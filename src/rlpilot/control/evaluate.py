@@ -11,10 +11,10 @@ from torchrl.envs import TransformedEnv
 
 from rlpilot.envs import observation_reader, to_numpy
 
-# Task measures read from the raw observation an episode ends on, by env id: name -> function of the
-# batch of final observations. Reacher-v5: the fingertip-target vector is the observation's last two entries.
-FINAL_STATE_MEASURES: dict[str, dict[str, Callable[[np.ndarray], np.ndarray]]] = {
-    "Reacher-v5": {"final_distance": lambda obs: np.linalg.norm(obs[:, 8:10], axis=-1)},
+# Task measures the env reports at the step an episode ends, by env id: name -> function of the vector
+# env's step info. Reacher-v5 reports reward_dist = -|fingertip - target| (metres) every step.
+FINAL_STATE_MEASURES: dict[str, dict[str, Callable[[dict], np.ndarray]]] = {
+    "Reacher-v5": {"final_distance": lambda info: -np.asarray(info["reward_dist"], dtype=np.float64)},
 }
 
 
@@ -98,13 +98,13 @@ def evaluate(
                 if previous is not None:
                     smoothness += np.square(flat - previous).mean(-1) * active
                 previous = flat
-            raw, reward, terminated, truncated, _ = vector_env.step(env_action)
+            raw, reward, terminated, truncated, info = vector_env.step(env_action)
             reward, terminated, truncated = to_numpy(reward), to_numpy(terminated), to_numpy(truncated)
             episode_return += reward * active
             episode_length += active
             done = terminated | truncated
-            for name, measure in measures.items():  # the observation the episode ends on, before the reset
-                final[name] = np.where(done & active, measure(raw), final[name])
+            for name, measure in measures.items():  # what the env reports at the step the episode ends
+                final[name] = np.where(done & active, measure(info), final[name])
             active &= ~done
             observation = read(raw)
             if done.any():  # reset every finished env (vector envs refuse to step them), ignore them from now on

@@ -1,0 +1,90 @@
+"""``ControlTrainable``: an algorithm on a vectorised env, as the loop sees it (``rlpilot.loop.trainable``).
+
+One ``step``: the collector gathers a ``[num_envs, steps]`` batch with the algorithm's ``act``, the
+algorithm learns from it. ``evaluate`` plays greedy episodes side by side on a separate env (one
+episode per env, fresh seeds each evaluation).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlpilot import registry
+from rlpilot.config import Config
+from rlpilot.control.algos import build
+from rlpilot.control.collect import BatchCollector
+from rlpilot.control.evaluate import evaluate
+from rlpilot.envs import make_env, obs_norm_state
+from rlpilot.loop.trainable import Evaluation, EventSink, Step
+
+EVAL_SEED_OFFSET = 10_000
+
+
+class ControlTrainable:
+    def __init__(self, config: Config, *, device: torch.device, seed: int, state: dict | None, event: EventSink):
+        self.config = config
+        self.env = make_env(config.env, seed=seed, device=device, obs_norm_state=state["obs_norm"] if state else None)
+        self.eval_env = make_env(
+            config.env,
+            num_envs=config.train.eval_episodes,
+            seed=config.train.seed + EVAL_SEED_OFFSET,
+            device=device,
+            obs_norm_state=obs_norm_state(self.env),
+        )
+        self.algo = build(config, self.env, device)
+        self.frames = 0
+        if state is not None:
+            self.load_state_dict(state)
+        self.guard = self.algo.guard
+        self.collector = BatchCollector(
+            self.env,
+            self.algo.act,
+            steps=config.algo_config.steps_per_env,
+            seed=seed,
+            on_nonfinite=config.guard.on_nonfinite_obs,
+            env_id=config.env.id,
+        )
+
+    def step(self) -> Step:
+        batch = self.collector.collect()
+        self.frames += batch.numel()
+        metrics = self.algo.learn(batch, self.frames)
+        reward = batch.get(("next", "reward"))  # what the learner sees (after reward scaling)
+        metrics.update({"train/reward_mean": float(reward.mean()), "train/reward_std": float(reward.std())})
+        returns, lengths = self.collector.episodes.drain()
+        events, self.collector.events = self.collector.events, []
+        return Step(batch.numel(), metrics, returns, lengths, events)
+
+    def evaluate(self, index: int) -> Evaluation:
+        result = evaluate(
+            self.eval_env,
+            self.algo.greedy_action,
+            episodes=self.config.train.eval_episodes,
+            seed=self.config.train.seed + EVAL_SEED_OFFSET + 1000 * index,
+        )
+        return Evaluation(result.mean, result.std, result.metrics(), {"actions_seen": result.actions_seen})
+
+    def facts(self) -> dict:
+        """What ``doctor`` needs to know of the env: action space and time limit."""
+        from torchrl.data import Categorical, OneHot
+
+        spec = self.env.full_action_spec_unbatched["action"]
+        if isinstance(spec, (Categorical, OneHot)):
+            action = {"type": "discrete", "n": int(spec.space.n), "encoding": self.config.env.action_encoding}
+        else:
+            action = {"type": "box", "dim": int(spec.shape[-1])}
+        _, env_id = registry.resolve_env(self.config.env.id)  # the env is built: its module is imported already
+        registered = registry.registered_spec(env_id) if env_id else None
+        limit = self.config.env.max_episode_steps or (registered.max_episode_steps if registered else None)
+        return {"env_facts": {"action": action, "max_episode_steps": limit}}
+
+    def state_dict(self) -> dict:
+        return {"algo": self.algo.state_dict(), "obs_norm": obs_norm_state(self.env), "frames": self.frames}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.algo.load_state_dict(state["algo"])
+        self.frames = int(state["frames"])
+
+    def close(self) -> None:
+        self.env.close()
+        self.eval_env.close()

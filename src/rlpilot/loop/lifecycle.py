@@ -1,0 +1,139 @@
+"""Everything around the loop, used once per run: device and threads, seeding, resume bookkeeping,
+signals, budgets, the checkpoint format, and the end of a run (meta.json, the ``end`` event, the curve).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from rlpilot import registry
+from rlpilot.config import Config
+from rlpilot.errors import UserError
+from rlpilot.loop.monitor import Progress
+from rlpilot.runs import Run
+
+CHECKPOINT_FORMAT = 2
+RESUME_SEED_STRIDE = 7_919  # envs restart with fresh episodes after a resume, on a different seed
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device is visible to torch; use --device cpu or auto")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+
+
+def solved_threshold(config: Config) -> float | None:
+    """The preset's ``train.solved_at``, else the env's registered ``reward_threshold`` (control runs)."""
+    if config.train.solved_at is not None or config.kind != "control":
+        return config.train.solved_at
+    _, env_id = registry.resolve_env(config.env.id)
+    return None if env_id is None else registry.registered_spec(env_id).reward_threshold
+
+
+def count_resume(run: Run, frames: int) -> int:
+    """Records a resume where it happens (meta.json and an event, before anything is built), so a resume
+    killed before its first checkpoint is still counted; returns the number of resumes so far."""
+    resumes = int(run.meta().get("resumes") or 0) + 1
+    run.update_meta(status="running", resumes=resumes)
+    run.event("resume", frames=frames, resumes=resumes)
+    return resumes
+
+
+def checkpoint(config: Config, trainable, progress: Progress) -> dict:
+    """The one checkpoint format (tensors and plain data only)."""
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "algo": config.algo,
+        "subject": config.subject,
+        "config": config.to_dict(),
+        "state": trainable.state_dict(),
+        "frames": progress.frames,
+        "progress": progress.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+    }
+
+
+def check_compatible(saved: dict, config: Config, run: Run) -> None:
+    """A checkpoint resumes only the run that wrote it (same algorithm, subject and settings but the budget)."""
+
+    def comparable(data: dict) -> dict:
+        return {key: value for key, value in data.items() if key not in ("train", "preset")}
+
+    if saved.get("format") != CHECKPOINT_FORMAT:
+        raise UserError(
+            f"checkpoint in {run.path} has format {saved.get('format')}, this rlpilot reads format "
+            f"{CHECKPOINT_FORMAT}: it was written by another version; retrain"
+        )
+    if comparable(saved.get("config", {})) != comparable(config.to_dict()):
+        raise UserError(
+            f"checkpoint in {run.path} was made by {saved.get('algo')} on {saved.get('subject')} with other "
+            f"settings than the run's config.yaml ({config.algo} on {config.subject}); it cannot be resumed here"
+        )
+
+
+class StopFlag:
+    requested: str | None = None
+
+
+@contextmanager
+def stop_on_signals():
+    """SIGINT/SIGTERM finish the current step, then the loop writes a checkpoint and returns."""
+    flag = StopFlag()
+
+    def handler(signum, frame):
+        flag.requested = signal.Signals(signum).name
+
+    previous = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not the main thread: no handlers, Ctrl-C raises as usual
+        pass
+    try:
+        yield flag
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def budget_spent(config: Config, frames: int, start: float) -> tuple[bool, bool]:
+    """``(done, out_of_time)``: the frame budget or the wall-clock budget (``train.max_seconds``,
+    counted from ``start``, a ``time.perf_counter()`` reading) is used up."""
+    limit = config.train.max_seconds
+    out_of_time = limit is not None and time.perf_counter() - start >= limit
+    return frames >= config.train.total_frames or out_of_time, out_of_time
+
+
+def finish_run(
+    run: Run, progress: Progress, *, status: str, reason: str | None, guard_trips: int, solved_at: float | None
+) -> None:
+    """The end of every run, whatever stopped it: the final ``meta.json``, the ``end`` event, the curve."""
+    from rlpilot.plot import plot_run
+
+    run.update_meta(
+        status=status,
+        reason=reason,
+        end_time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        frames=progress.frames,
+        elapsed_s=round(progress.elapsed_before, 3),
+        last_eval=progress.last_eval,
+        best_eval=None if progress.best_eval == -math.inf else progress.best_eval,
+        solved_at_frames=progress.solved_at_frames,
+        guard_trips=guard_trips,
+    )
+    run.event("end", status=status, frames=progress.frames)
+    if run.metrics():
+        plot_run(run, solved_at=solved_at)

@@ -1,0 +1,275 @@
+"""THE training loop: step -> evaluate -> log -> checkpoint -> roll back -> stop, for every kind of run.
+
+It holds a :class:`~rlpilot.loop.trainable.Trainable` and never asks which one (control or LLM):
+every ``train.*`` and ``guard.*`` setting means the same for all of them. A run can be killed at any
+moment: ``checkpoints/last.pt`` is written every ``train.checkpoint_every_frames`` (atomically), and
+:func:`resume` continues from it, on the same curve.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rlpilot import registry
+from rlpilot.config import Config
+from rlpilot.errors import StopRun, UserError
+from rlpilot.loop import lifecycle
+from rlpilot.loop.monitor import Milestones, Progress, ProgressBar
+from rlpilot.loop.trainable import Trainable
+from rlpilot.runs import MetricsWriter, Run, load_run
+
+
+def train(
+    config: Config,
+    *,
+    run_root: str = "runs",
+    run_dir: str | None = None,
+    show_progress: bool = True,
+    verbose: bool = False,
+) -> Run:
+    """Trains ``config`` in a new run directory; the returned :class:`Run` says how it ended."""
+    config.validate()
+    run = Run.create(config, root=run_root, path=run_dir)  # holds the run's lock until the end
+    try:
+        return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose)
+    except BaseException:
+        if not (run.checkpoint_dir / "last.pt").exists():  # failed before its first checkpoint: leave nothing
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
+    finally:
+        run.unlock()
+
+
+def resume(
+    path: str | Path, *, total_frames: int | None = None, show_progress: bool = True, verbose: bool = False
+) -> Run:
+    """Continues a run from ``checkpoints/last.pt``: same config, same curve (rows after the checkpoint
+    are dropped from ``metrics.csv``, since those frames are collected again)."""
+    run = load_run(path)
+    run.lock()  # a second writer is refused here, before anything is read or written
+    try:
+        config = run.config()
+        saved = run.load_checkpoint("last")
+        lifecycle.check_compatible(saved, config, run)
+        status = run.meta().get("status")
+        budget_left = (total_frames or config.train.total_frames) > saved["frames"]
+        if status == "finished" and not budget_left or status == "solved" and total_frames is None:
+            raise UserError(
+                f"{run.path} already ended ({status} at {saved['frames']:,} frames): nothing to "
+                "resume; add --frames N to extend its budget"
+            )
+        if total_frames is not None:
+            config.train.total_frames = total_frames
+            config.validate()
+            run.save_config(config)
+        return _train(config, run, checkpoint=saved, show_progress=show_progress, verbose=verbose)
+    finally:
+        run.unlock()
+
+
+def _train(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bool, verbose: bool) -> Run:
+    """Builds the trainable (fresh, or from the checkpoint) and runs the loop."""
+    torch.set_num_threads(config.train.num_threads)
+    device = lifecycle.resolve_device(config.train.device)
+    threshold = lifecycle.solved_threshold(config)
+    progress = Progress.from_state(checkpoint["progress"]) if checkpoint else Progress()
+    resumes = lifecycle.count_resume(run, progress.frames) if checkpoint else 0
+    seed = config.train.seed + lifecycle.RESUME_SEED_STRIDE * resumes
+    lifecycle.seed_everything(seed)
+    build = registry.trainable_builder(config.algo)
+    trainable = build(
+        config, device=device, seed=seed, state=checkpoint["state"] if checkpoint else None, event=run.event
+    )
+    if checkpoint:
+        torch.set_rng_state(checkpoint["torch_rng"])
+        run.truncate_metrics(after_frames=progress.frames)
+    run.update_meta(status="running", solved_at=threshold, device=str(device), resumes=resumes, **trainable.facts())
+    try:
+        Loop(config, run, trainable, progress, threshold, show_progress=show_progress, verbose=verbose).run()
+    finally:
+        trainable.close()
+    return run
+
+
+class Loop:
+    """One run's loop and the state it keeps between steps (cadences, unlogged episodes)."""
+
+    def __init__(
+        self,
+        config: Config,
+        run: Run,
+        trainable: Trainable,
+        progress: Progress,
+        threshold: float | None,
+        *,
+        show_progress: bool,
+        verbose: bool,
+    ):
+        self.config, self.run_dir, self.trainable, self.progress, self.threshold = (
+            config,
+            run,
+            trainable,
+            progress,
+            threshold,
+        )
+        self.bar = ProgressBar(config, show_progress, initial=progress.frames)
+        self.milestones = Milestones(
+            config, verbose=verbose, write=self.bar.write if show_progress or verbose else None
+        )
+        self.metrics_writer = MetricsWriter(run.path / "metrics.csv")
+        from rlpilot.loggers import RunLoggers
+
+        self.loggers = RunLoggers(run, config.train.loggers)
+        self.start = time.perf_counter() - progress.elapsed_before
+        every = config.train.eval_every_frames
+        self.next_eval = (progress.frames // every + 1) * every
+        self.next_log = progress.frames
+        self.next_checkpoint = progress.frames + config.train.checkpoint_every_frames
+        self.unlogged_returns: list[float] = []
+        self.unlogged_lengths: list[int] = []
+
+    def run(self) -> None:
+        train, progress, guard = self.config.train, self.progress, self.trainable.guard
+        status, reason = "failed", None
+        try:
+            with lifecycle.stop_on_signals() as stop:
+                if train.eval_at_start and progress.frames == 0:
+                    self.log({"frames": 0, **self.evaluate()})
+                while progress.frames < train.total_frames and not stop.requested:
+                    step = self.trainable.step()
+                    progress.frames += step.frames
+                    progress.batches += 1
+                    progress.episodes += len(step.returns)
+                    self.unlogged_returns += step.returns  # episodes of steps between two rows go in the next row
+                    self.unlogged_lengths += step.lengths
+                    events = step.events + guard.drain() + self.milestones.episodes(progress, step.returns)
+                    row = {"frames": progress.frames, **self.episode_metrics(), **step.metrics}
+                    done, out_of_time = lifecycle.budget_spent(self.config, progress.frames, self.start)
+                    if progress.frames >= self.next_eval or done:
+                        self.next_eval += train.eval_every_frames
+                        row.update(self.evaluate())
+                    for event in events:
+                        self.run_dir.event(event.pop("event"), frames=progress.frames, **event)
+                    if guard.trips >= self.config.guard.max_trips:
+                        self.roll_back()
+                    if progress.frames >= self.next_log or "eval/return_mean" in row or done:
+                        self.log(row)
+                    if progress.frames >= self.next_checkpoint:
+                        self.next_checkpoint += train.checkpoint_every_frames
+                        guard.trips = 0  # a checkpoint taken now is the new last good state
+                        self.save()
+                    elapsed = time.perf_counter() - self.start
+                    self.bar.update(progress, elapsed)
+                    self.milestones.status(progress, elapsed)
+                    if progress.consecutive_solved >= train.solved_consecutive and train.stop_when_solved:
+                        break
+                    if out_of_time:
+                        self.run_dir.event("time_limit", seconds=round(elapsed, 3))
+                        break
+                if stop.requested:
+                    status, reason = "interrupted", f"signal {stop.requested}"
+                else:
+                    status = "solved" if progress.solved_at_frames is not None else "finished"
+        except StopRun as exc:
+            status, reason = "failed", str(exc)
+            self.run_dir.event("stopped", reason=reason)
+        except KeyboardInterrupt:
+            status, reason = "interrupted", "KeyboardInterrupt"
+        except Exception as exc:  # recorded, then raised: the run says what stopped it
+            reason = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self.finish(status, reason)
+
+    # -- the pieces of a step ------------------------------------------------------------------
+    def episode_metrics(self) -> dict[str, float]:
+        if not self.unlogged_returns:
+            return {}
+        return {
+            "train/episode_return": float(np.mean(self.unlogged_returns)),
+            "train/episode_length": float(np.mean(self.unlogged_lengths)),
+            "train/episodes": float(len(self.unlogged_returns)),
+        }
+
+    def evaluate(self) -> dict[str, float]:
+        """Greedy evaluation: progress, the ``eval`` event, the best checkpoint, the solved rule."""
+        progress = self.progress
+        result = self.trainable.evaluate(progress.evaluations)
+        progress.evaluations += 1
+        progress.last_eval = result.mean
+        improved = result.mean > progress.best_eval
+        progress.best_eval = max(progress.best_eval, result.mean)
+        self.run_dir.event("eval", frames=progress.frames, mean=result.mean, std=result.std, **result.details)
+        reached = self.threshold is not None and result.mean >= self.threshold and progress.frames > 0
+        progress.consecutive_solved = progress.consecutive_solved + 1 if reached else 0
+        if progress.consecutive_solved >= self.config.train.solved_consecutive and progress.solved_at_frames is None:
+            progress.solved_at_frames = progress.frames
+            self.run_dir.event(
+                "solved",
+                frames=progress.frames,
+                mean=result.mean,
+                threshold=self.threshold,
+                consecutive=progress.consecutive_solved,
+            )
+            self.milestones.announce(
+                f"[solved] {progress.frames:,} frames: greedy mean {result.mean:.1f} >= {self.threshold:g}"
+            )
+        if improved and progress.frames > 0:
+            self.save("best")
+        return result.metrics
+
+    def log(self, row: dict) -> None:
+        elapsed = time.perf_counter() - self.start
+        row.update({"time/elapsed_s": elapsed, "time/fps": self.progress.frames / max(elapsed, 1e-9)})
+        self.next_log = self.progress.frames + self.config.train.log_every_frames
+        self.metrics_writer.write(row)
+        self.loggers.log(row)
+        self.unlogged_returns, self.unlogged_lengths = [], []
+
+    def save(self, name: str = "last") -> None:
+        self.progress.elapsed_before = time.perf_counter() - self.start
+        self.run_dir.save_checkpoint(name, lifecycle.checkpoint(self.config, self.trainable, self.progress))
+
+    def roll_back(self) -> None:
+        """Too many skipped updates since the last checkpoint: restore its state, keep the cut LR."""
+        guard, progress = self.trainable.guard, self.progress
+        lr_scale, total_trips = guard.lr_scale, guard.total_trips
+        if (self.run_dir.checkpoint_dir / "last.pt").exists():
+            self.trainable.load_state_dict(self.run_dir.load_checkpoint("last")["state"])
+            self.run_dir.event("rollback", frames=progress.frames, to="checkpoints/last.pt", lr_scale=lr_scale)
+            self.milestones.announce(
+                f"[guard] {progress.frames:,} frames: rolled back to the last checkpoint, learning rate x{lr_scale:g}"
+            )
+        guard.lr_scale, guard.total_trips, guard.trips = lr_scale, total_trips, 0
+
+    def finish(self, status: str, reason: str | None) -> None:
+        """The final checkpoint and the run's record. A checkpoint that cannot be written (disk full)
+        still leaves meta.json saying so, and the last good checkpoint in place (writes are atomic)."""
+        self.bar.close()
+        failed_write = None
+        try:
+            if self.progress.frames > 0 or (self.run_dir.checkpoint_dir / "last.pt").exists():
+                self.save()  # nothing collected and nothing saved before: no 0-frame checkpoint is left
+        except OSError as exc:
+            failed_write = f"the final checkpoint could not be written ({exc.strerror or exc}); the last one is kept"
+            status, reason = "failed", failed_write
+        self.loggers.close()
+        lifecycle.finish_run(
+            self.run_dir,
+            self.progress,
+            status=status,
+            reason=reason,
+            guard_trips=self.trainable.guard.total_trips,
+            solved_at=self.threshold,
+        )
+        if failed_write:
+            raise UserError(f"{self.run_dir.path}: {failed_write}")
+
+
+def _silent(line: str) -> None:
+    """Status and milestone lines of a quiet run go nowhere (events.jsonl records milestones)."""

@@ -1,0 +1,154 @@
+"""Names, torch-free: algorithms, presets and environment ids.
+
+Everything the CLI must answer before any heavy import lives here: an unknown preset, algorithm or
+env id, or a typo'd key, is one line in well under a second (gymnasium's registry is the only
+import). Lower layers reach optional upper ones through the dotted paths in these tables (``module:attr``,
+imported when used), never through imports: the loop does not import GRPO, doctor does not import
+the LLM package, and an optional extra is never imported to read a run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rlpilot.errors import UserError
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    kind: str
+    """``control`` (an env, a collector and an algorithm) or ``llm`` (a language model and prompts)."""
+    sections: tuple[str, ...]
+    """Config sections a run of this algorithm reads (``guard`` and ``train`` come with every one)."""
+    implementation: str
+    """``module:attr`` of the algorithm class (control) or the trainable (llm)."""
+
+
+ALGORITHMS: dict[str, AlgorithmEntry] = {
+    "ppo": AlgorithmEntry("control", ("env", "model", "ppo"), "rlpilot.control.algos.ppo:PPO"),
+    "dqn": AlgorithmEntry("control", ("env", "model", "dqn"), "rlpilot.control.algos.dqn:DQN"),
+    "grpo": AlgorithmEntry("llm", ("llm", "grpo"), "rlpilot.llm.grpo:GRPOTrainable"),
+}
+COMMON_SECTIONS = ("guard", "train")
+
+TRAINABLES = {"control": "rlpilot.control.trainable:ControlTrainable"}
+"""Kind of run -> its Trainable builder (``llm`` algorithms name their trainable directly)."""
+
+
+def algorithm(name: str) -> AlgorithmEntry:
+    if name not in ALGORITHMS:
+        raise UserError(f"unknown algorithm '{name}' (choose from {', '.join(ALGORITHMS)})")
+    return ALGORITHMS[name]
+
+
+def sections(algo: str) -> tuple[str, ...]:
+    return (*algorithm(algo).sections, *COMMON_SECTIONS)
+
+
+def load_object(path: str) -> Any:
+    """``package.module:attr`` -> the object (the registries' way down to optional layers)."""
+    module_name, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def trainable_builder(algo: str) -> Any:
+    entry = algorithm(algo)
+    return load_object(TRAINABLES.get(entry.kind, entry.implementation))
+
+
+# -- presets ---------------------------------------------------------------------------------
+def preset_names() -> list[str]:
+    folder = resources.files("rlpilot") / "presets"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def preset_text(name: str) -> str:
+    """A preset's YAML. A preset is a name from the list, never a path: ``../x`` cannot reach files
+    outside the package (a config file is given with ``--config FILE``)."""
+    names = preset_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UserError(
+            f"unknown preset '{name}'.{hint} `rlpilot presets` lists them; "
+            "`rlpilot train ALGO ENV` runs an algorithm on any env; `--config FILE` trains a config file."
+        )
+    return (resources.files("rlpilot") / "presets" / f"{name}.yaml").read_text()
+
+
+# -- environment ids -------------------------------------------------------------------------
+NAMESPACES = {"MinAtar": ("minatar.gym", "register_envs", "pixels")}
+"""gymnasium namespaces whose ids a package registers on import: (module, its register function, extra)."""
+
+
+def register_namespace(env_id: str) -> None:
+    import gymnasium as gym
+
+    namespace = env_id.partition("/")[0] if "/" in env_id else None
+    if namespace not in NAMESPACES or env_id in gym.registry:
+        return
+    module_name, register, extra = NAMESPACES[namespace]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise UserError(f"'{env_id}' needs the {extra} extra: pip install 'rlpilot[{extra}]'") from None
+    if register is not None:
+        getattr(module, register)()
+
+
+def resolve_env(env_id: str) -> tuple[Any, str | None]:
+    """(user class, None) for ``module:Class``, or (None, gymnasium id) for a registered id.
+
+    ``module:Env-v0`` imports ``module`` (which registers the id) and returns the id. Only commands
+    that build the env call this with a ``module:...`` id: it imports user code.
+    """
+    import gymnasium as gym
+
+    if ":" in env_id:
+        module_name, _, attr = env_id.partition(":")
+        if os.getcwd() not in sys.path:  # a user's env module next to where they run rlpilot
+            sys.path.append(os.getcwd())
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UserError(
+                f"cannot import module '{module_name}' for env '{env_id}' ({exc}); is it installed or on PYTHONPATH?"
+            ) from None
+        except Exception as exc:  # the user's module raised while importing
+            raise UserError(
+                f"importing '{module_name}' for env '{env_id}' raised {type(exc).__name__}: {exc}"
+            ) from None
+        candidate = getattr(module, attr, None)
+        if isinstance(candidate, type) and issubclass(candidate, gym.Env):
+            return candidate, None
+        env_id = attr
+    register_namespace(env_id)
+    if env_id not in gym.registry:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UserError(
+            f"unknown environment '{env_id}'.{hint} Use a gymnasium id, 'package.module:Class', "
+            "or 'package.module:Id' for an id registered when the module is imported."
+        )
+    return None, env_id
+
+
+def registered_spec(env_id: str):
+    """gymnasium's spec of a plain registered id, without importing any user module (None otherwise)."""
+    import gymnasium as gym
+
+    if ":" in env_id:
+        return None
+    register_namespace(env_id)
+    return gym.spec(env_id) if env_id in gym.registry else None
+
+
+def is_config_file(target: str) -> bool:
+    return target.endswith((".yaml", ".yml")) and Path(target).is_file()

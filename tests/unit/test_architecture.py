@@ -1,0 +1,120 @@
+"""The layout holds: the import graph of src/rlpilot (from the AST, imports inside functions included)
+has no cycle, no module imports another's private name, and torch-free modules stay torch-free."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in (SRC / "rlpilot").rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, str]]:
+    """(module imported, name imported or "") for every import of an rlpilot module in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, "") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                found.append((target, "") if target in known else (base, alias.name))
+    return [(module, attr) for module, attr in found if module.split(".")[0] == "rlpilot"]
+
+
+def resolve(module: str, known: dict[str, Path]) -> str | None:
+    while module and module not in known:
+        module = module.rpartition(".")[0]
+    return module or None
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    edges: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        for module, _ in imports(name, path, known):
+            target = resolve(module, known)
+            if target and target != name and not name.startswith(target + "."):
+                edges[name].add(target)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_import_graph_has_no_cycle():
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_imports_a_private_name_of_another():
+    known = modules()
+    private = [
+        f"{name} imports {module}.{attr}"
+        for name, path in known.items()
+        for module, attr in imports(name, path, known)
+        if attr.startswith("_") and not attr.startswith("__")
+    ]
+    assert private == []
+
+
+def test_the_cli_registry_and_config_import_no_torch():
+    """`rlpilot --help`, unknown names and typo'd keys answer before torch is imported."""
+    code = (
+        "import sys, rlpilot.cli, rlpilot.registry, rlpilot.config, rlpilot.runs, rlpilot.doctor; "
+        "print(sorted(m for m in ('torch', 'torchrl', 'tensordict') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
