@@ -1,7 +1,8 @@
 """``rlpilot check``: preflight of an environment before any training.
 
-Each pitfall has a severity (``error`` fails the check with exit 1, ``warning`` and ``info`` do not),
-the evidence that raised it, and the fix.
+Each pitfall found is a :class:`~rlpilot.findings.Finding` (the type ``rlpilot doctor`` reports too):
+a severity (``error`` fails the check with exit 1, ``warning`` and ``info`` do not), the evidence
+that raised it, the likely cause, and the fix.
 """
 
 from __future__ import annotations
@@ -18,25 +19,24 @@ from rlpilot.config import EnvConfig
 from rlpilot.envs import make_env, make_vector_env, observation_reader
 from rlpilot.envs.pixels import is_image_spec, save_frame_png
 from rlpilot.evaluate import evaluate
+from rlpilot.findings import Finding, by_severity, count, render_finding
 
-
-@dataclass
-class Pitfall:
-    severity: str  # "error" | "warning" | "info"
-    name: str
-    evidence: str
-    fix: str
+SCALE_COLUMN = {"dimension": "dim", "channel": "channel"}
+"""Heading of the observation-scale table's first column, per ``CheckReport.scale_unit``."""
 
 
 @dataclass
 class CheckReport:
+    """What ``rlpilot check`` found about one env; ``render`` is the printed report."""
+
     env_id: str
     specs: dict[str, str] = field(default_factory=dict)
     layout: list[str] = field(default_factory=list)
     random_policy: dict[str, float] = field(default_factory=dict)
     observation_scale: list[dict[str, float]] = field(default_factory=list)
     check_env_specs: str = ""
-    pitfalls: list[Pitfall] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    """The pitfalls found, in the order they were checked (``render`` lists errors first)."""
     scale_unit: str = "dimension"
     """``dimension`` for vector observations; ``channel`` for images (statistics over all pixels)."""
     frame_png: str | None = None
@@ -44,7 +44,7 @@ class CheckReport:
 
     @property
     def healthy(self) -> bool:
-        return not any(p.severity == "error" for p in self.pitfalls)
+        return count(self.findings, "error") == 0
 
     def render(self) -> str:
         lines = [f"rlpilot check: {self.env_id}", "", "Specs"]
@@ -65,22 +65,29 @@ class CheckReport:
             f"  length  mean {rp['length_mean']:.1f}  min {rp['length_min']:.0f}  max {rp['length_max']:.0f}",
             "",
             f"Observation scale under the random policy (per {self.scale_unit})",
-            f"  {self.scale_unit[:4]:<4}       mean        std         min         max",
         ]
-        lines += [
-            f"  {i:<4} {s['mean']:>10.3g} {s['std']:>10.3g} {s['min']:>11.3g} {s['max']:>11.3g}"
-            for i, s in enumerate(self.observation_scale)
-        ]
+        lines += self._scale_table()
         if self.frame_png:
             lines += ["", f"Sample frame (raw | each stacked frame the network sees): {self.frame_png}"]
         lines += ["", "Pitfalls"]
-        if not self.pitfalls:
+        if not self.findings:
             lines.append("  none found")
-        for p in self.pitfalls:
-            lines += [f"  [{p.severity}] {p.name}: {p.evidence}", f"      fix: {p.fix}"]
+        for finding in by_severity(self.findings):
+            lines += render_finding(finding)
         verdict = "healthy" if self.healthy else "NOT healthy (errors above)"
         lines += ["", f"Verdict: {verdict}"]
         return "\n".join(lines)
+
+    def _scale_table(self) -> list[str]:
+        """Mean, std, min and max per dimension (or channel), the first column as wide as its heading."""
+        heading = SCALE_COLUMN[self.scale_unit]
+        width = max(4, len(heading))
+        lines = [f"  {heading:<{width}} {'mean':>10} {'std':>10} {'min':>11} {'max':>11}"]
+        lines += [
+            f"  {i:<{width}} {s['mean']:>10.3g} {s['std']:>10.3g} {s['min']:>11.3g} {s['max']:>11.3g}"
+            for i, s in enumerate(self.observation_scale)
+        ]
+        return lines
 
 
 def describe_spec(spec: TensorSpec) -> str:
@@ -156,14 +163,16 @@ def check_env(
         logging.getLogger("torchrl").setLevel(logging.WARNING)  # its success line would interleave the report
         check_env_specs(env, seed=seed)
         report.check_env_specs = "passed"
-    except Exception as exc:  # reported as a pitfall, not a crash
+    except Exception as exc:  # reported as a finding, not a crash
         report.check_env_specs = f"FAILED: {exc}"
-        report.pitfalls.append(
-            Pitfall(
-                "error",
-                "specs do not match data",
-                str(exc).splitlines()[0],
-                "fix the env's observation_space/action_space to describe what it returns",
+        report.findings.append(
+            Finding(
+                rule="specs_mismatch",
+                severity="error",
+                title="specs do not match data",
+                evidence={"check_env_specs": str(exc).splitlines()[0]},
+                cause="the env's declared spaces and the data it returns disagree (shape, dtype or bounds)",
+                fix="fix the env's observation_space/action_space to describe what it returns",
             )
         )
     report.layout = _layout(env)
@@ -196,7 +205,11 @@ def check_env(
         {"mean": float(m), "std": float(s), "min": float(lo), "max": float(hi)}
         for m, s, lo, hi in zip(flat.mean(0), flat.std(0), flat.min(0), flat.max(0))
     ]
-    report.pitfalls += _pitfalls(env_cfg, base, flat, rewards, result, seed, image=image)
+    report.findings += _spec_notes(base, image=image)
+    report.findings += _scale_findings(env_cfg, flat, image=image)
+    report.findings += _reward_findings(rewards, result)
+    report.findings += _seeding_findings(env_cfg, seed)
+    report.findings += _action_findings(env_cfg, base, seed)
     return report
 
 
@@ -227,16 +240,18 @@ def _write_sample_frame(env, env_cfg: EnvConfig, path: str, seed: int) -> None:
     save_frame_png(np.asarray(raw)[0], observation[0], env_cfg.frame_stack, path)
 
 
-def _pitfalls(env_cfg, base, flat, rewards, random_result, seed, *, image: bool = False) -> list[Pitfall]:
+def _spec_notes(base, *, image: bool) -> list[Finding]:
+    """Infos on what rlpilot does with the env's specs: images, float64 observations, discrete actions."""
     found = []
     if image:
         found.append(
-            Pitfall(
-                "info",
-                "image observations",
-                f"frames of shape {tuple(base.observation_spec['observation'].shape[1:])} (H x W x C): "
-                "rlpilot scales them to [0, 1] with ToTensorImage and trains a CNN (model.encoder=auto)",
-                "see the sample frame PNG; shrink large frames with env.frame_size and env.grayscale, "
+            Finding(
+                rule="image_observations",
+                severity="info",
+                title="image observations",
+                evidence={"frame_shape": list(base.observation_spec["observation"].shape[1:]), "layout": "H x W x C"},
+                cause="rlpilot scales frames to [0, 1] with ToTensorImage and trains a CNN (model.encoder=auto)",
+                fix="see the sample frame PNG; shrink large frames with env.frame_size and env.grayscale, "
                 "and give the CNN motion with env.frame_stack (docs/pixels.md)",
             )
         )
@@ -244,103 +259,134 @@ def _pitfalls(env_cfg, base, flat, rewards, random_result, seed, *, image: bool 
     doubles = [str(k) for k, s in obs_specs.items() if s.dtype == torch.float64]
     if doubles:
         found.append(
-            Pitfall(
-                "info",
-                "float64 observations",
-                f"{', '.join(doubles)} are float64",
-                "rlpilot adds DoubleToFloat for these keys (networks run in float32); "
+            Finding(
+                rule="float64_observations",
+                severity="info",
+                title="float64 observations",
+                evidence={"keys": doubles},
+                fix="none in rlpilot: it adds DoubleToFloat for these keys (networks run in float32); "
                 "in your own TorchRL code add DoubleToFloat()",
             )
         )
     if isinstance(base.action_spec, Categorical):
+        n = base.action_spec.n
         found.append(
-            Pitfall(
-                "info",
-                "one-hot vs categorical actions",
-                f"rlpilot gives a categorical index (shape ()); TorchRL's GymEnv gives a OneHot "
-                f"spec of shape ({base.action_spec.n},) by default",
-                "a Q-net needs one output per action either way; with a OneHot spec use "
+            Finding(
+                rule="action_encoding",
+                severity="info",
+                title="one-hot vs categorical actions",
+                evidence={
+                    "rlpilot_action": "categorical index, shape ()",
+                    "torchrl_gymenv_action": f"OneHot, shape ({n},)",
+                },
+                fix="a Q-net needs one output per action either way; with a OneHot spec use "
                 "torchrl.modules.OneHotCategorical (torch Categorical sends action 0 every step)",
             )
         )
-    if not np.isfinite(flat).all():
-        bad = sorted(set(np.argwhere(~np.isfinite(flat))[:, 1].tolist()))
-        found.append(
-            Pitfall(
-                "error",
-                "non-finite observations",
-                f"NaN/inf in dimensions {bad} under a random policy",
-                "fix the env: a NaN observation poisons every network it reaches",
-            )
-        )
-    else:
-        std = flat.std(0)
-        absmax = np.abs(flat).max(0)
-        wide = [i for i in range(flat.shape[1]) if std[i] > 10 or absmax[i] > 100]
-        spread = std.max() / max(std[std > 0].min(), 1e-12) if (std > 0).any() else 1.0
-        if (wide or spread > 100) and not env_cfg.normalize_obs and not image:
-            found.append(
-                Pitfall(
-                    "warning",
-                    "unnormalised observation scales",
-                    f"dimensions {wide or 'all'}: std up to {std.max():.3g}, |max| up to "
-                    f"{absmax.max():.3g}, std ratio between dimensions {spread:.3g}",
-                    "--set env.normalize_obs=true (ObservationNorm, statistics saved with the run)",
-                )
-            )
-    if np.ptp(rewards) == 0:
-        value = float(rewards.reshape(-1)[0])
-        if random_result.lengths.min() < random_result.lengths.max() or value != 0:
-            found.append(
-                Pitfall(
-                    "info",
-                    "constant reward",
-                    f"every step gave {value:g} under a random policy",
-                    "fine for survival tasks (the signal is how long episodes last); otherwise "
-                    "check the reward function",
-                )
-            )
-        else:
-            found.append(
-                Pitfall(
-                    "warning",
-                    "reward constant over the rollout",
-                    f"every step gave {value:g} and every episode lasted the same",
-                    "a random policy never sees a learning signal: check the reward, or shape it",
-                )
-            )
-    found += _seeding_pitfalls(env_cfg, seed)
-    found += _action_pitfalls(env_cfg, base, seed)
     return found
 
 
-def _seeding_pitfalls(env_cfg: EnvConfig, seed: int) -> list[Pitfall]:
+def _scale_findings(env_cfg: EnvConfig, flat: np.ndarray, *, image: bool) -> list[Finding]:
+    """Non-finite observations (error), or scales a network will struggle with unless normalised (warning)."""
+    if not np.isfinite(flat).all():
+        return [
+            Finding(
+                rule="nonfinite_observations",
+                severity="error",
+                title="non-finite observations",
+                evidence={"dimensions": sorted(set(np.argwhere(~np.isfinite(flat))[:, 1].tolist()))},
+                cause="the env returned NaN/inf under a random policy",
+                fix="fix the env: a NaN observation poisons every network it reaches",
+            )
+        ]
+    std, absmax = flat.std(0), np.abs(flat).max(0)
+    wide = [i for i in range(flat.shape[1]) if std[i] > 10 or absmax[i] > 100]
+    spread = std.max() / max(std[std > 0].min(), 1e-12) if (std > 0).any() else 1.0
+    if not (wide or spread > 100) or env_cfg.normalize_obs or image:
+        return []
+    return [
+        Finding(
+            rule="unnormalised_observations",
+            severity="warning",
+            title="unnormalised observation scales",
+            evidence={
+                "dimensions": wide or "all",
+                "std_max": float(std.max()),
+                "abs_max": float(absmax.max()),
+                "std_ratio_between_dimensions": float(spread),
+            },
+            cause="a network learns slowly from inputs far from unit scale, or of very different scales",
+            fix="--set env.normalize_obs=true (ObservationNorm, statistics saved with the run)",
+        )
+    ]
+
+
+def _reward_findings(rewards: np.ndarray, random_result) -> list[Finding]:
+    """A reward that never changes: fine when episode lengths carry the signal (info), else no signal (warning)."""
+    if np.ptp(rewards) != 0:
+        return []
+    value = float(rewards.reshape(-1)[0])
+    lengths = random_result.lengths
+    evidence = {
+        "reward_every_step": value,
+        "episode_length_min": int(lengths.min()),
+        "episode_length_max": int(lengths.max()),
+    }
+    if lengths.min() < lengths.max() or value != 0:
+        return [
+            Finding(
+                rule="reward_constant",
+                severity="info",
+                title="constant reward",
+                evidence=evidence,
+                fix="fine for survival tasks (the signal is how long episodes last); otherwise check the reward "
+                "function",
+            )
+        ]
+    return [
+        Finding(
+            rule="reward_no_signal",
+            severity="warning",
+            title="reward constant over the rollout",
+            evidence=evidence,
+            cause="every step gives the same reward and every episode lasts the same: a random policy never sees "
+            "a learning signal",
+            fix="check the reward, or shape it",
+        )
+    ]
+
+
+def _seeding_findings(env_cfg: EnvConfig, seed: int) -> list[Finding]:
     first, _ = _random_rollout(env_cfg, seed=seed, steps=64, num_envs=2)
     again, _ = _random_rollout(env_cfg, seed=seed, steps=64, num_envs=2)
     other, _ = _random_rollout(env_cfg, seed=seed + 1, steps=64, num_envs=2)
     if not np.array_equal(first, again, equal_nan=True):
         step = int(np.argmax((first != again).reshape(first.shape[0], -1).any(1)))
         return [
-            Pitfall(
-                "error",
-                "seeding does not reproduce",
-                f"two runs with seed {seed} diverge at step {step}",
-                "make reset(seed=...) seed every random source of the env (use self.np_random)",
+            Finding(
+                rule="seeding_not_reproducible",
+                severity="error",
+                title="seeding does not reproduce",
+                evidence={"seed": seed, "diverge_at_step": step},
+                cause="the env draws randomness that reset(seed=...) does not seed (the global random module, say)",
+                fix="make reset(seed=...) seed every random source of the env (use self.np_random)",
             )
         ]
     if np.array_equal(first, other, equal_nan=True):
         return [
-            Pitfall(
-                "warning",
-                "seed is ignored",
-                f"seeds {seed} and {seed + 1} give identical rollouts",
-                "pass the seed to super().reset(seed=seed) and draw randomness from self.np_random",
+            Finding(
+                rule="seed_ignored",
+                severity="warning",
+                title="seed is ignored",
+                evidence={"seeds": [seed, seed + 1], "identical_steps": len(first)},
+                cause="the env draws its randomness from a source its seed does not reach",
+                fix="pass the seed to super().reset(seed=seed) and draw randomness from self.np_random",
             )
         ]
     return []
 
 
-def _action_pitfalls(env_cfg: EnvConfig, base, seed: int) -> list[Pitfall]:
+def _action_findings(env_cfg: EnvConfig, base, seed: int) -> list[Finding]:
     """Actions drawn from the spec must be valid, and different actions must reach the env."""
     spec = base.action_spec
     vector_env = make_vector_env(env_cfg, 1)
@@ -350,11 +396,13 @@ def _action_pitfalls(env_cfg: EnvConfig, base, seed: int) -> list[Pitfall]:
     invalid = sum(not single.contains(s.reshape(single.shape).astype(single.dtype)) for s in samples)
     if invalid:
         found.append(
-            Pitfall(
-                "error",
-                "action spec does not match the action space",
-                f"{invalid}/256 actions drawn from the spec are outside {single}",
-                "make the env's action_space describe the actions it accepts",
+            Finding(
+                rule="action_spec_mismatch",
+                severity="error",
+                title="action spec does not match the action space",
+                evidence={"invalid_actions": int(invalid), "sampled": 256, "action_space": str(single)},
+                cause="the TorchRL action spec allows actions the gymnasium action space does not",
+                fix="make the env's action_space describe the actions it accepts",
             )
         )
     if isinstance(spec, Categorical):
@@ -371,13 +419,14 @@ def _action_pitfalls(env_cfg: EnvConfig, base, seed: int) -> list[Pitfall]:
     vector_env.close()
     if all(np.array_equal(outcomes[0], o) for o in outcomes[1:]):
         found.append(
-            Pitfall(
-                "error",
-                "actions have no effect",
-                f"from the same seeded state, actions {[c.tolist() for c in candidates]} lead to "
-                "identical observations after 3 steps",
-                "the action may not reach the env (for example a Categorical distribution over a "
-                "OneHot spec always sends action 0): decode actions as the spec says",
+            Finding(
+                rule="actions_no_effect",
+                severity="error",
+                title="actions have no effect",
+                evidence={"actions": [c.tolist() for c in candidates], "steps_from_one_seeded_state": 3},
+                cause="the action may not reach the env (for example a Categorical distribution over a OneHot "
+                "spec always sends action 0)",
+                fix="decode actions as the spec says, and make step() use the action",
             )
         )
     return found
