@@ -70,9 +70,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     resolve_env(env_cfg.id)  # bad ids fail here, before torch is imported
     if args.episodes is not None and args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of random-policy episodes")
-    from rlpilot.envs.check import check_env
+    from rlpilot.check import check_env
 
-    report = check_env(env_cfg, episodes=args.episodes or 20, seed=args.seed, frame_png=args.frame)
+    report = check_env(
+        env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame, max_seconds=args.max_seconds
+    )
     print(report.render())
     return 0 if report.healthy else 1
 

@@ -4,8 +4,8 @@ gymnasium's own env as a policy trained on gymnasium."""
 import pytest
 
 from rlpilot.config import load_config
-from rlpilot.play.episodes import evaluate_target
 from rlpilot.loop.trainer import train
+from rlpilot.play.episodes import evaluate_target
 
 
 @pytest.mark.parametrize(("preset", "threshold"), [("ppo-cartpole", 475.0), ("ppo-pendulum", -250.0)])

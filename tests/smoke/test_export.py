@@ -14,8 +14,8 @@ from cli_runner import run_cli
 from rlpilot.config import load_config
 from rlpilot.errors import UserError
 from rlpilot.export import FORMATS, export_run, load_artifact
-from rlpilot.play.episodes import evaluate_target
 from rlpilot.loop.trainer import train
+from rlpilot.play.episodes import evaluate_target
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = {

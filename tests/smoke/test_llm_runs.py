@@ -12,8 +12,8 @@ pytest.importorskip("transformers")
 
 from rlpilot.cli import main  # noqa: E402
 from rlpilot.config import load_config, preset_names  # noqa: E402
-from rlpilot.runs import load_run  # noqa: E402
 from rlpilot.loop.trainer import train  # noqa: E402
+from rlpilot.runs import load_run  # noqa: E402
 
 # 4 prompts x 4 responses = 16 frames a step; a 1-layer, 32-wide model; 3 warm-up steps
 TINY = [

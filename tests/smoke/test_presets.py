@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from rlpilot.config import load_config, preset_names
+from rlpilot.loop.trainer import train
 from rlpilot.play.episodes import evaluate_target
 from rlpilot.play.load import load_policy
 from rlpilot.runs import load_run
-from rlpilot.loop.trainer import train
 
 # grpo presets train a language model, not an env: tests/smoke/test_llm_runs.py
 CONTROL_PRESETS = [name for name in preset_names() if not name.startswith("grpo-")]

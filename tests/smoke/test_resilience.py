@@ -16,9 +16,9 @@ import yaml
 
 from cli_runner import run_cli, start_cli
 from rlpilot.config import load_config
+from rlpilot.loop.trainer import train
 from rlpilot.plot import curve_data, plot_runs
 from rlpilot.runs import load_run
-from rlpilot.loop.trainer import train
 
 rlpilot, start = run_cli, start_cli
 

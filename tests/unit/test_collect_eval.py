@@ -4,10 +4,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlpilot.control.collect import BatchCollector
 from rlpilot.config import EnvConfig
-from rlpilot.envs import make_env
+from rlpilot.control.collect import BatchCollector
 from rlpilot.control.evaluate import evaluate
+from rlpilot.envs import make_env
 
 
 def lean_right(obs: torch.Tensor) -> torch.Tensor:

@@ -9,8 +9,8 @@ from torchrl.data import Categorical
 from torchrl.modules import QValueModule
 from torchrl.objectives import DQNLoss
 
-from rlpilot.control.algos.dqn import DQN, dqn_loss, epsilon, n_step_transitions
 from rlpilot.config import load_config
+from rlpilot.control.algos.dqn import DQN, dqn_loss, epsilon, n_step_transitions
 from rlpilot.envs import make_env
 from rlpilot.errors import UserError
 
@@ -37,7 +37,8 @@ def torchrl_reference(algo: DQN) -> DQNLoss:
     loss.make_value_estimator(gamma=cfg.gamma)
     with torch.no_grad():
         for name, parameter in algo.target_net.named_parameters():
-            loss.target_value_network_params["module", "0", "module", *name.split(".")].data.copy_(parameter)
+            key = ("module", "0", "module", *name.split("."))
+            loss.target_value_network_params[key].data.copy_(parameter)
     return loss
 
 
