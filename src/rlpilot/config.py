@@ -297,6 +297,70 @@ class DQNConfig:
 
 
 @dataclass
+class SACConfig:
+    steps_per_env: int = positive(8)
+    """Steps collected per env between learning phases; frames per batch = this x ``env.num_envs``.
+    Small: SB3 updates after every env step; a few steps per phase keep the data nearly as fresh at a
+    fraction of the per-batch overhead."""
+    buffer_size: int = positive(1_000_000)
+    """Replay capacity in transitions (SB3's default: on short budgets nothing is ever evicted)."""
+    batch_size: int = positive(256)
+    """Transitions per gradient step (SB3's and the SAC paper's 256)."""
+    lr: float = positive(3e-4)
+    """Adam learning rate of actor, critics and temperature (constant; SB3's default, the SAC paper's)."""
+    gamma: float = fraction(0.99)
+    """Discount per step."""
+    tau: float = fraction(0.005)
+    """Polyak rate of the target critics after every update: target += tau x (online - target)."""
+    learning_starts: int = at_least(100, 0)
+    """Frames collected with uniformly random actions (in the Box) before the first update (SB3: 100)."""
+    updates_per_frame: float = positive(1.0)
+    """Gradient steps per collected frame (update-to-data ratio; SB3's train_freq=1, gradient_steps=1)."""
+    alpha_init: float = positive(1.0)
+    """Initial entropy temperature (SB3's and TorchRL's 1.0); learned from there."""
+    target_entropy: str | float = "auto"
+    """Entropy the temperature steers the policy towards, in nats: ``auto`` is -dim(A) (the SAC
+    paper's heuristic), or a number. Measured on the action in the env's Box (TorchRL's TanhNormal
+    convention), so a Box of half-width 2 reads log 2 nats higher per dim than SB3's [-1, 1] scale."""
+    max_grad_norm: float | None = positive(None)
+    """Clip of the global gradient norm over actor, critics and temperature together; ``None``: no
+    clipping (SAC in SB3 and the paper clips nothing); the norm is still logged as ``opt/grad_norm``."""
+
+
+@dataclass
+class TD3Config:
+    steps_per_env: int = positive(8)
+    """Steps collected per env between learning phases; frames per batch = this x ``env.num_envs``."""
+    buffer_size: int = positive(1_000_000)
+    """Replay capacity in transitions (SB3's default)."""
+    batch_size: int = positive(256)
+    """Transitions per gradient step (SB3's default)."""
+    lr: float = positive(1e-3)
+    """Adam learning rate of actor and critics (constant; SB3's and the TD3 paper's 1e-3)."""
+    gamma: float = fraction(0.99)
+    """Discount per step."""
+    tau: float = fraction(0.005)
+    """Polyak rate of the target actor and critics, applied on each delayed actor update."""
+    learning_starts: int = at_least(100, 0)
+    """Frames collected with uniformly random actions (in the Box) before the first update (SB3: 100)."""
+    updates_per_frame: float = positive(1.0)
+    """Critic gradient steps per collected frame (the actor steps every ``policy_delay``-th)."""
+    policy_delay: int = positive(2)
+    """Critic updates per actor and target update (the TD3 paper's 2)."""
+    target_noise: float = at_least(0.2, 0.0)
+    """Target policy smoothing: std of the Gaussian added to the target actor's action, as a fraction
+    of the Box's half-width (the paper's 0.2 on [-1, 1])."""
+    target_noise_clip: float = at_least(0.5, 0.0)
+    """Clip of that noise, as a fraction of the Box's half-width (the paper's 0.5)."""
+    exploration_noise: float = at_least(0.1, 0.0)
+    """Std of the Gaussian added to the actor's action while collecting, as a fraction of the Box's
+    half-width (the paper's and RL Zoo's 0.1); the sum is clipped into the Box."""
+    max_grad_norm: float | None = positive(None)
+    """Clip of the global gradient norm over actor and critics together; ``None``: no clipping (as SB3
+    and the paper); the norm is still logged as ``opt/grad_norm``."""
+
+
+@dataclass
 class LLMConfig:
     model: str = "tiny"
     """``tiny``: a 2-layer Qwen2 and a character tokenizer built in code (no download), trained from
@@ -353,12 +417,14 @@ class GRPOConfig:
 @dataclass
 class Config:
     algo: str = "ppo"
-    """Algorithm: ``ppo`` or ``dqn`` (on ``env``), or ``grpo`` (a language model on ``llm.task``).
+    """Algorithm: ``ppo``, ``dqn``, ``sac`` or ``td3`` (on ``env``), or ``grpo`` (a language model on ``llm.task``).
     Each reads its own sections (``rlpilot.registry.ALGORITHMS``) plus ``guard`` and ``train``."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
+    sac: SACConfig = field(default_factory=SACConfig)
+    td3: TD3Config = field(default_factory=TD3Config)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     guard: GuardConfig = field(default_factory=GuardConfig)
@@ -446,6 +512,11 @@ class Config:
                 f"ppo.minibatch_size ({self.ppo.minibatch_size}) is larger than a batch "
                 f"(env.num_envs x ppo.steps_per_env = {self.frames_per_batch}): lower it or collect more"
             )
+        target_entropy = self.sac.target_entropy
+        if self.algo == "sac" and isinstance(target_entropy, str) and target_entropy != "auto":
+            problems.append(f"sac.target_entropy must be auto or a number (got '{target_entropy}')")
+        if self.algo in ("sac", "td3") and self.env.action_encoding != "categorical":
+            problems.append(f"{self.algo} acts on continuous (Box) actions: env.action_encoding does not apply")
         unknown_loggers = set(self.train.loggers) - set(LOGGERS)
         if unknown_loggers:
             problems.append(f"train.loggers: unknown {sorted(unknown_loggers)} ({', '.join(LOGGERS)})")

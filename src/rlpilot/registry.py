@@ -34,6 +34,8 @@ class AlgorithmEntry:
 ALGORITHMS: dict[str, AlgorithmEntry] = {
     "ppo": AlgorithmEntry("control", ("env", "model", "ppo"), "rlpilot.control.algos.ppo:PPO"),
     "dqn": AlgorithmEntry("control", ("env", "model", "dqn"), "rlpilot.control.algos.dqn:DQN"),
+    "sac": AlgorithmEntry("control", ("env", "model", "sac"), "rlpilot.control.algos.sac:SAC"),
+    "td3": AlgorithmEntry("control", ("env", "model", "td3"), "rlpilot.control.algos.td3:TD3"),
     "grpo": AlgorithmEntry("llm", ("llm", "grpo"), "rlpilot.llm.grpo:GRPOTrainable"),
 }
 COMMON_SECTIONS = ("guard", "train")

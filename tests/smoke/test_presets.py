@@ -27,7 +27,7 @@ def test_preset_runs_and_writes_the_run_directory(preset, tmp_path):
     shrink = SMOKE_OVERRIDES.get(preset, [])
     config = load_config(preset, overrides=["train.eval_episodes=3"] + shrink)
     tiny = config.frames_per_batch * 2
-    learn_at_once = ["dqn.learning_starts=0"] if config.algo == "dqn" else []
+    learn_at_once = [f"{config.algo}.learning_starts=0"] if config.algo in ("dqn", "sac", "td3") else []
     overrides = [f"train.total_frames={tiny}", f"train.eval_every_frames={tiny}", "train.eval_episodes=3"]
     config = load_config(preset, overrides=overrides + learn_at_once + shrink)
     result = train(config, run_root=str(tmp_path), show_progress=False)

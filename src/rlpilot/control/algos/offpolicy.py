@@ -1,0 +1,216 @@
+"""What SAC and TD3 share: the action Box, uniform replay, the random warm-up, the learning phase, checkpoints.
+
+Off-policy algorithms extend their replay buffer inside ``learn`` (one collected batch at a time) and,
+once ``learning_starts`` frames are in, run ``frames x updates_per_frame`` gradient steps on minibatches
+drawn from it. Subclasses define their networks and the loss.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+from torchrl.data import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
+from torchrl.envs import EnvBase
+
+from rlpilot.config import Config, ModelConfig, SACConfig, TD3Config
+from rlpilot.control.models import action_kind, mlp, observation_size
+from rlpilot.errors import UserError
+from rlpilot.guard import Guard
+
+STORED_KEYS = (
+    "observation",
+    "action",
+    ("next", "observation"),
+    ("next", "reward"),
+    ("next", "terminated"),
+    ("next", "done"),
+)
+
+
+class TwinQ(nn.Module):
+    """Two independent critics ``Q_i(s, a)``: ``([B, obs], [B, act]) -> [2, B]``."""
+
+    def __init__(self, obs_dim: int, action_dim: int, model: ModelConfig):
+        super().__init__()
+        self.nets = nn.ModuleList(mlp(obs_dim + action_dim, 1, model) for _ in range(2))
+
+    def forward(self, observation: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([observation, action], -1)
+        return torch.stack([net(x).squeeze(-1) for net in self.nets])
+
+
+def frozen(module: nn.Module) -> dict[str, torch.Tensor]:
+    """The module's parameters detached, for ``torch.func.functional_call``: a loss through them
+    reaches its inputs (the actor's action) but not the module's weights."""
+    return {name: p.detach() for name, p in module.named_parameters()}
+
+
+class Replay:
+    """Uniform replay on TorchRL's ``TensorDictReplayBuffer`` + ``LazyTensorStorage`` (+ ``RandomSampler``)."""
+
+    def __init__(self, capacity: int, device: torch.device):
+        self.buffer = TensorDictReplayBuffer(
+            storage=LazyTensorStorage(capacity, device=device), sampler=RandomSampler()
+        )
+
+    def __len__(self) -> int:
+        return len(self.buffer)
+
+    def extend(self, batch: TensorDict) -> None:
+        self.buffer.extend(batch.reshape(-1).select(*STORED_KEYS))
+
+    def minibatches(self, batch_size: int, count: int) -> Iterator[TensorDict]:
+        """``count`` minibatches drawn in one ``sample`` call: the buffer does not change during a
+        learning phase, so this is the same distribution as ``count`` calls (each costs ~0.4 ms)."""
+        yield from self.buffer.sample(batch_size * count).split(batch_size)
+
+    def state_dict(self) -> dict:
+        """Contents and write cursor as plain tensors and numbers (loadable with ``weights_only=True``);
+        the random sampler has no state worth keeping."""
+        state = self.buffer.state_dict()
+        state.pop("_sampler")
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.buffer.load_state_dict({**state, "_sampler": self.buffer.state_dict()["_sampler"]})
+
+
+class OffPolicyContinuous(ABC):
+    """What SAC and TD3 share: the Box, replay, random warm-up, the learning phase, checkpoints.
+
+    Subclasses build their networks and ``self.optimizer`` / ``self.parameters``, and define
+    :meth:`explore` (an action to collect with), :meth:`losses` (the loss to step and its detached
+    statistics), :meth:`after_step` (target updates) and :meth:`networks` (what checkpoints hold).
+    """
+
+    optimizer: torch.optim.Optimizer
+    parameters: list[nn.Parameter]
+    greedy_module: nn.Module
+
+    def __init__(self, config: Config, env: EnvBase, device: torch.device, cfg: SACConfig | TD3Config):
+        self.config = config
+        self.cfg = cfg
+        self.device = device
+        spec = env.full_action_spec_unbatched["action"].to(device)
+        if action_kind(spec, algo=config.algo) != "continuous":
+            raise UserError(
+                f"{config.algo.upper()} needs continuous (Box) actions, but this env's are discrete; "
+                "use DQN or PPO (rlpilot train dqn ENV)"
+            )
+        self.action_spec = spec
+        self.low = spec.space.low.float()
+        self.high = spec.space.high.float()
+        self.half_width = (self.high - self.low) / 2
+        self.obs_dim = observation_size(env.observation_spec)
+        self.action_dim = int(spec.shape[-1])
+        self.replay = Replay(cfg.buffer_size, device)
+        self.updates = 0
+        self.frames = 0
+        self.guard = Guard(config.guard)
+
+    # -- acting (hot path: plain tensors) -------------------------------------------------------
+    @torch.inference_mode()
+    def act(self, observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Uniform in the Box before ``learning_starts`` frames, then the algorithm's exploration."""
+        if self.frames < self.cfg.learning_starts:
+            uniform = torch.rand(observation.shape[0], self.action_dim, device=observation.device)
+            return self.low + (self.high - self.low) * uniform, {}
+        return self.explore(observation), {}
+
+    @torch.inference_mode()
+    def greedy_action(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.greedy_module(observation)
+
+    @abstractmethod
+    def explore(self, observation: torch.Tensor) -> torch.Tensor:
+        """An action to collect with, for a batch of observations."""
+
+    # -- learning ----------------------------------------------------------------------------
+    def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
+        cfg = self.cfg
+        self.frames = frames
+        self.replay.extend(batch)
+        metrics = {"buffer/size": float(len(self.replay))}
+        if frames < cfg.learning_starts:
+            return metrics
+        lr = cfg.lr * self.guard.lr_scale
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
+        updates = max(1, round(batch.numel() * cfg.updates_per_frame))
+        sums: dict[str, torch.Tensor] = {}
+        counts: dict[str, int] = {}
+        skipped = 0
+        for sample in self.replay.minibatches(cfg.batch_size, updates):
+            self.updates += 1
+            loss, stats = self.losses(sample)
+            grad_norm = self.guard.step(self.optimizer, self.parameters, loss, max_grad_norm, self.updates)
+            if grad_norm is None:
+                skipped += 1
+                continue
+            self.after_step()
+            stats["opt/grad_norm"] = grad_norm
+            for name, value in stats.items():
+                sums[name] = sums[name] + value if name in sums else value
+                counts[name] = counts.get(name, 0) + 1
+        if sums:  # one host sync for the whole phase
+            values = torch.stack([sums[name] / counts[name] for name in sums]).tolist()
+            metrics.update(zip(sums, values))
+        metrics.update(self.phase_metrics())
+        metrics["opt/lr"] = lr
+        if skipped:
+            metrics["guard/skipped_updates"] = float(skipped)
+        return metrics
+
+    @abstractmethod
+    def losses(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss to step and its detached statistics, for one minibatch."""
+
+    @abstractmethod
+    def after_step(self) -> None:
+        """What follows an applied update (target networks)."""
+
+    def phase_metrics(self) -> dict[str, float]:
+        """Metrics read once per learning phase (after its updates)."""
+        return {}
+
+    def bootstrap_target(self, sample: TensorDict, next_value: torch.Tensor) -> torch.Tensor:
+        """``r + gamma (1 - terminated) V(s')``: truncated episodes bootstrap, terminated ones do not."""
+        not_terminated = (~sample["next", "terminated"]).squeeze(-1).float()
+        return sample["next", "reward"].squeeze(-1) + self.cfg.gamma * not_terminated * next_value
+
+    # -- persistence -------------------------------------------------------------------------
+    @abstractmethod
+    def networks(self) -> dict[str, nn.Module]:
+        """The modules a checkpoint holds, by name."""
+
+    def state_dict(self) -> dict:
+        return {
+            **{name: module.state_dict() for name, module in self.networks().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+            "frames": self.frames,
+            "guard": self.guard.state_dict(),
+            "buffer": self.replay.state_dict() if self.config.train.checkpoint_buffer else None,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, module in self.networks().items():
+            module.load_state_dict(state[name])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
+        self.frames = int(state["frames"])
+        self.guard.load_state_dict(state["guard"])
+        if state.get("buffer") is not None:
+            self.replay.load_state_dict(state["buffer"])
+
+
+def polyak(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """``target += tau (online - target)`` for every parameter (TorchRL's ``SoftUpdate``)."""
+    with torch.no_grad():
+        torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), tau)

@@ -1,0 +1,87 @@
+"""TD3 (Fujimoto et al. 2018): twin critics, target policy smoothing, delayed actor and target updates.
+
+Replay, random warm-up and the learning phase are SAC's (:class:`rlpilot.algos.sac.OffPolicyContinuous`).
+One step (:meth:`TD3.losses`, plain torch; the same numbers and gradients as TorchRL's ``TD3Loss``,
+tested in ``tests/unit/test_sac_td3.py``):
+
+- critics, every step: ``sum over the twin Qs of mean (Q_i(s, a) - y)^2`` with
+  ``y = r + gamma (1 - terminated) min_i Q'_i(s', clip(mu'(s') + clip(eps, -c, c)))``, ``eps`` Gaussian
+  of std ``target_noise`` (noise and clip in units of the Box's half-width, clipped into the Box);
+- actor, every ``policy_delay``-th step: ``-mean Q_1(s, mu(s))`` with the critics held fixed; then the
+  target actor and critics move by Polyak averaging (``tau``).
+
+The actor is deterministic: an MLP whose output is squashed by tanh and scaled into the Box
+(:class:`rlpilot.models.GreedyActor`, also the greedy and exported policy). Collecting adds Gaussian
+noise of std ``exploration_noise`` half-widths and clips into the Box.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+from torchrl.envs import EnvBase
+
+from rlpilot.config import Config
+from rlpilot.control.algos.offpolicy import OffPolicyContinuous, TwinQ, frozen, polyak
+from rlpilot.control.models import GreedyActor, mlp
+
+
+class TD3(OffPolicyContinuous):
+    def __init__(self, config: Config, env: EnvBase, device: torch.device):
+        super().__init__(config, env, device, config.td3)
+        self.actor = GreedyActor(mlp(self.obs_dim, self.action_dim, config.model, out_gain=0.01), (self.low, self.high))
+        self.actor = self.actor.to(device)
+        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.greedy_module = self.actor
+        groups = [self.actor.parameters(), self.critic.parameters()]
+        self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=config.td3.lr, fused=True)
+        self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def clip_to_box(self, action: torch.Tensor) -> torch.Tensor:
+        return torch.maximum(torch.minimum(action, self.high), self.low)
+
+    def explore(self, observation: torch.Tensor) -> torch.Tensor:
+        action = self.actor(observation)
+        noise = torch.randn_like(action) * (self.cfg.exploration_noise * self.half_width)
+        return self.clip_to_box(action + noise)
+
+    def actor_step(self) -> bool:
+        """Whether the current update (``self.updates``, counted from 1) also steps actor and targets."""
+        return self.updates % self.cfg.policy_delay == 0
+
+    def losses(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        cfg = self.cfg
+        observation, action = sample["observation"], sample["action"]
+        with torch.no_grad():
+            noise = (torch.randn_like(action) * cfg.target_noise).clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
+            next_observation = sample["next", "observation"]
+            next_action = self.clip_to_box(self.target_actor(next_observation) + noise * self.half_width)
+            next_q = self.target_critic(next_observation, next_action).min(0).values
+            target = self.bootstrap_target(sample, next_q)
+        q = self.critic(observation, action)
+        critic_loss = (q - target).pow(2).sum(0).mean()
+        stats = {"loss/critic": critic_loss.detach(), "q/mean": q.detach().mean()}
+        if not self.actor_step():
+            return critic_loss, stats
+        actor_q = torch.func.functional_call(self.critic, frozen(self.critic), (observation, self.actor(observation)))
+        actor_loss = -actor_q[0].mean()
+        stats["loss/actor"] = actor_loss.detach()
+        return critic_loss + actor_loss, stats
+
+    def after_step(self) -> None:
+        if self.actor_step():
+            polyak(self.target_critic, self.critic, self.cfg.tau)
+            polyak(self.target_actor, self.actor, self.cfg.tau)
+
+    def networks(self) -> dict[str, nn.Module]:
+        return {
+            "actor": self.actor,
+            "target_actor": self.target_actor,
+            "critic": self.critic,
+            "target_critic": self.target_critic,
+        }

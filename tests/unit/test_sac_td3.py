@@ -1,0 +1,295 @@
+"""SAC and TD3: the lean updates equal TorchRL's SACLoss / TD3Loss (values and gradients) on the same
+minibatch with the same random draws; target entropy; greedy and warm-up actions in the Box;
+checkpoints (replay buffer included) that continue identically."""
+
+import io
+import math
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+from torch import nn
+from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
+from torchrl.objectives import SACLoss, TD3Loss
+
+from rlpilot.config import load_config
+from rlpilot.control.algos import build
+from rlpilot.control.collect import BatchCollector
+from rlpilot.envs import make_env
+
+CPU = torch.device("cpu")
+
+
+def make_algo(algo: str, *overrides: str, env_id: str = "Pendulum-v1", num_envs: int = 2):
+    config = load_config(
+        algo=algo, env_id=env_id, overrides=["model.hidden_sizes=[32, 32]", "model.activation=relu", *overrides]
+    )
+    env = make_env(config.env, num_envs=num_envs, seed=0)
+    return build(config, env, CPU), env
+
+
+def minibatch(algo, size: int = 64) -> TensorDict:
+    """Random transitions; some terminated (no bootstrap), some truncated (bootstrap)."""
+    generator = torch.Generator().manual_seed(3)
+    terminated = torch.rand(size, 1, generator=generator) < 0.25
+    truncated = (torch.rand(size, 1, generator=generator) < 0.25) & ~terminated
+    action = algo.low + (algo.high - algo.low) * torch.rand(size, algo.action_dim, generator=generator)
+    return TensorDict(
+        {
+            "observation": torch.randn(size, algo.obs_dim, generator=generator),
+            "action": action,
+            "next": {
+                "observation": torch.randn(size, algo.obs_dim, generator=generator),
+                "reward": torch.randn(size, 1, generator=generator),
+                "terminated": terminated,
+                "truncated": truncated,
+                "done": terminated | truncated,
+            },
+        },
+        batch_size=[size],
+    )
+
+
+def perturb(module: nn.Module, scale: float = 0.05) -> None:
+    """Targets that differ from the online nets, so a test catches one used in place of the other."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(scale * torch.randn_like(p))
+
+
+class QInput(nn.Module):
+    """One of the algorithm's critic MLPs as TorchRL's ``ValueOperator`` calls it: ``(obs, action)``."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.net = net
+
+    def forward(self, observation: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([observation, action], -1))
+
+
+def q_operator(net: nn.Module) -> ValueOperator:
+    return ValueOperator(QInput(net), in_keys=["observation", "action"])
+
+
+def twin_params(twin: nn.Module) -> TensorDict:
+    """The two critics' parameters stacked as TorchRL's ``qvalue_network_params`` ([2, ...])."""
+    return torch.stack([TensorDict.from_module(q_operator(net)).data for net in twin.nets])
+
+
+def grads(module: nn.Module) -> list[torch.Tensor]:
+    return [p.grad.clone() for p in module.parameters()]
+
+
+def assert_twin_grads(ours: list[torch.Tensor], twin: nn.Module, reference: TensorDict) -> None:
+    """Our critics' gradients (``grads(twin)``, net 0 then net 1) against TorchRL's ``[2, ...]`` ones."""
+    names = [name for name, _ in twin.nets[0].named_parameters()]
+    for i in range(2):
+        for name, grad in zip(names, ours[i * len(names) : (i + 1) * len(names)]):
+            assert_close(grad, reference[i][("module", "net", *name.split("."))])
+
+
+def assert_close(actual, expected):
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+# -- SAC ----------------------------------------------------------------------------------------
+def sac_loss_over(sac) -> SACLoss:
+    """TorchRL's SACLoss over the algorithm's own actor, critic architecture and current parameters."""
+    actor = ProbabilisticActor(
+        TensorDictModule(sac.actor, in_keys=["observation"], out_keys=["loc", "scale"]),
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        distribution_kwargs={"low": sac.low, "high": sac.high},
+        return_log_prob=True,
+    )
+    loss = SACLoss(
+        actor,
+        q_operator(sac.critic.nets[0]),
+        num_qvalue_nets=2,
+        loss_function="l2",
+        alpha_init=float(sac.alpha),
+        action_spec=sac.action_spec,
+        target_entropy="auto",
+    )
+    loss.make_value_estimator(gamma=sac.cfg.gamma)
+    loss.qvalue_network_params.data.copy_(twin_params(sac.critic))
+    loss.target_qvalue_network_params.data.copy_(twin_params(sac.target_critic))
+    with torch.no_grad():
+        loss.log_alpha.copy_(sac.temperature.log_alpha)
+    return loss
+
+
+def test_sac_update_equals_torchrl_sac_loss():
+    sac, _ = make_algo("sac", "sac.alpha_init=0.3", "sac.gamma=0.9")
+    perturb(sac.target_critic)
+    sample = minibatch(sac)
+
+    torch.manual_seed(7)  # both draw the next-state actions first, then the actor's actions
+    loss, stats = sac.losses(sample)
+    sac.optimizer.zero_grad()
+    loss.backward()
+    actor_grads, critic_grads = grads(sac.actor), grads(sac.critic)
+    alpha_grad = sac.temperature.log_alpha.grad.clone()
+    sac.optimizer.zero_grad(set_to_none=True)
+
+    reference = sac_loss_over(sac)
+    torch.manual_seed(7)
+    out = reference(sample.clone())
+    assert_close(stats["loss/critic"], out["loss_qvalue"].detach())
+    assert_close(stats["loss/actor"], out["loss_actor"].detach())
+    assert_close(stats["loss/alpha"], out["loss_alpha"].detach())
+    assert_close(stats["sac/entropy"], out["entropy"])
+    assert_close(sac.alpha, out["alpha"])
+    assert float(reference.target_entropy) == sac.target_entropy == -1.0
+
+    (out["loss_qvalue"] + out["loss_actor"] + out["loss_alpha"]).backward()
+    # SACLoss holds the actor's own parameters, a [2, ...] copy of the critics' and its own log_alpha
+    assert_twin_grads(critic_grads, sac.critic, reference.qvalue_network_params.grad)
+    for ours, theirs in zip(actor_grads, grads(sac.actor)):
+        assert_close(ours, theirs)
+    assert_close(alpha_grad, reference.log_alpha.grad)
+
+
+def test_sac_critic_loss_by_hand():
+    """The bootstrap target with given next actions: truncated transitions bootstrap, terminated ones do not."""
+    sac, _ = make_algo("sac", "sac.alpha_init=0.5", "sac.gamma=0.9")
+    sample = minibatch(sac, size=8)
+    next_action = sac.low + (sac.high - sac.low) * torch.rand(8, sac.action_dim)
+    next_log_prob = torch.randn(8)
+    with torch.no_grad():
+        next_q = sac.target_critic(sample["next", "observation"], next_action)
+        value = torch.minimum(next_q[0], next_q[1]) - 0.5 * next_log_prob
+        target = sac.bootstrap_target(sample, value)
+    reward = sample["next", "reward"].squeeze(-1)
+    terminated = sample["next", "terminated"].squeeze(-1)
+    for i in range(8):
+        expected = reward[i] if terminated[i] else reward[i] + 0.9 * value[i]
+        assert math.isclose(float(target[i]), float(expected), rel_tol=1e-6, abs_tol=1e-6)
+
+
+def test_target_entropy_is_minus_action_dims():
+    """``auto`` is -dim(A) of one env's action, whatever the number of envs (pytorch/rl #3291 had -1)."""
+    sac, _ = make_algo("sac", env_id="LunarLanderContinuous-v3", num_envs=4)
+    assert sac.action_dim == 2
+    assert sac.target_entropy == -2.0
+    sac, _ = make_algo("sac", "sac.target_entropy=-0.5")
+    assert sac.target_entropy == -0.5
+
+
+# -- TD3 ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("actor_step", [True, False])
+def test_td3_update_equals_torchrl_td3_loss(actor_step):
+    td3, _ = make_algo("td3", "td3.gamma=0.9", "td3.target_noise=0.3", "td3.target_noise_clip=0.4")
+    perturb(td3.target_critic)
+    perturb(td3.target_actor)
+    td3.updates = td3.cfg.policy_delay if actor_step else 1  # learn() counts the update before its losses
+    sample = minibatch(td3)
+
+    torch.manual_seed(7)  # the target-smoothing noise is the one random draw of both
+    loss, stats = td3.losses(sample)
+    td3.optimizer.zero_grad()
+    loss.backward()
+    critic_grads = grads(td3.critic)
+    actor_grads = grads(td3.actor) if actor_step else None
+    assert ("loss/actor" in stats) == actor_step
+    if not actor_step:
+        assert all(p.grad is None for p in td3.actor.parameters())
+    td3.optimizer.zero_grad(set_to_none=True)
+
+    half_width = float(td3.half_width)  # Pendulum: one action dim; TD3Loss takes scalar noise and clip
+    reference = TD3Loss(
+        TensorDictModule(td3.actor, in_keys=["observation"], out_keys=["action"]),
+        q_operator(td3.critic.nets[0]),
+        action_spec=td3.action_spec,
+        num_qvalue_nets=2,
+        policy_noise=td3.cfg.target_noise * half_width,
+        noise_clip=td3.cfg.target_noise_clip * half_width,
+        loss_function="l2",
+    )
+    reference.make_value_estimator(gamma=td3.cfg.gamma)
+    reference.qvalue_network_params.data.copy_(twin_params(td3.critic))
+    reference.target_qvalue_network_params.data.copy_(twin_params(td3.target_critic))
+    target_actor = TensorDictModule(td3.target_actor, in_keys=["observation"], out_keys=["action"])
+    reference.target_actor_network_params.data.copy_(TensorDict.from_module(target_actor).data)
+    torch.manual_seed(7)
+    out = reference(sample.clone())
+    assert_close(stats["loss/critic"], out["loss_qvalue"].detach())
+    out["loss_qvalue"].backward(retain_graph=True)
+    assert_twin_grads(critic_grads, td3.critic, reference.qvalue_network_params.grad)
+    if actor_step:
+        assert_close(stats["loss/actor"], out["loss_actor"].detach())
+        out["loss_actor"].backward()
+        for ours, theirs in zip(actor_grads, grads(td3.actor)):
+            assert_close(ours, theirs)
+
+
+# -- both ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_greedy_action_inside_the_box(algo):
+    agent, _ = make_algo(algo)
+    with torch.no_grad():
+        for p in agent.greedy_module.parameters():
+            p.mul_(1e3)  # saturate tanh
+    action = agent.greedy_action(100 * torch.randn(256, agent.obs_dim))
+    assert action.shape == (256, agent.action_dim)
+    assert bool(((action >= agent.low) & (action <= agent.high)).all())
+    assert float(action.abs().max()) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_warm_up_actions_are_uniform_in_the_box(algo):
+    agent, _ = make_algo(algo, f"{algo}.learning_starts=1000")
+    torch.manual_seed(0)
+    action, extra = agent.act(torch.randn(20_000, agent.obs_dim))
+    assert extra == {}
+    assert bool(((action >= -2.0) & (action <= 2.0)).all())
+    # Uniform(-2, 2): mean 0, std 4 / sqrt(12), a tenth of the mass in each tenth of the range
+    assert float(action.mean()) == pytest.approx(0.0, abs=0.03)
+    assert float(action.std()) == pytest.approx(4 / math.sqrt(12), abs=0.02)
+    counts = torch.histc(action, bins=10, min=-2.0, max=2.0)
+    assert bool(((counts / 20_000 - 0.1).abs() < 0.01).all())
+    agent.frames = 1000  # past the warm-up: the policy's own exploration, still in the Box
+    observation = torch.randn(512, agent.obs_dim)
+    torch.manual_seed(1)
+    action, _ = agent.act(observation)
+    assert bool(((action >= -2.0) & (action <= 2.0)).all())
+    torch.manual_seed(1)
+    with torch.no_grad():
+        assert torch.equal(action, agent.explore(observation))
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_checkpoint_round_trip_continues_identically(algo):
+    overrides = [f"{algo}.learning_starts=16", f"{algo}.steps_per_env=8", f"{algo}.batch_size=16"]
+    agent, env = make_algo(algo, *overrides)
+    collector = BatchCollector(env, agent.act, steps=8, seed=0)
+    frames = 0
+    for _ in range(3):
+        batch = collector.collect()
+        frames += batch.numel()
+        agent.learn(batch, frames)
+    assert agent.updates > 0
+    saved = io.BytesIO()
+    torch.save(agent.state_dict(), saved)
+    saved.seek(0)
+    state = torch.load(saved, weights_only=True)
+
+    torch.manual_seed(123)  # a fresh agent with other initial weights and an empty buffer
+    restored, _ = make_algo(algo, *overrides)
+    restored.load_state_dict(state)
+    assert len(restored.replay) == len(agent.replay) == frames
+    next_batch = collector.collect()
+    results = []
+    for copy in (agent, restored):
+        torch.manual_seed(5)
+        metrics = copy.learn(next_batch.clone(), frames + next_batch.numel())
+        torch.manual_seed(6)
+        action, _ = copy.act(next_batch["observation"][:, 0])
+        results.append((metrics, action, [p.detach().clone() for p in copy.parameters]))
+    (metrics_a, action_a, params_a), (metrics_b, action_b, params_b) = results
+    assert metrics_a == metrics_b
+    assert torch.equal(action_a, action_b)
+    for a, b in zip(params_a, params_b):
+        assert torch.equal(a, b)
