@@ -108,9 +108,9 @@ def native_random(env_id: str, n: int, seconds: float, device: str) -> float:
 
 
 def rlpilot_collect(env_id: str, n: int, seconds: float, backend: str, device: str) -> float:
+    from rlpilot.config import load_config
     from rlpilot.control.algos.ppo import PPO
     from rlpilot.control.collect import BatchCollector
-    from rlpilot.config import load_config
     from rlpilot.envs import make_env
 
     algo_name = "ppo"

@@ -19,9 +19,9 @@ import time
 import torch
 
 from rlpilot.config import EnvConfig
+from rlpilot.control.evaluate import evaluate
 from rlpilot.controllers import ReacherPD
 from rlpilot.envs import make_env
-from rlpilot.control.evaluate import evaluate
 
 KP = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 4.0)
 KD = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)

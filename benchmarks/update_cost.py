@@ -10,9 +10,9 @@ import time
 
 import torch
 
+from rlpilot.config import load_config
 from rlpilot.control.algos.ppo import PPO
 from rlpilot.control.collect import BatchCollector
-from rlpilot.config import load_config
 from rlpilot.envs import make_env
 
 

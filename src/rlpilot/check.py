@@ -231,7 +231,6 @@ def check_env(
     line per phase (stderr by default; ``None``: quiet)."""
     say = progress or (lambda line: None)
     report = CheckReport(env_cfg.id)
-    say(f"[check] {env_cfg.id}: building the env and timing a step")
     spec = registered_spec(env_cfg.id)
     time_limit = env_cfg.max_episode_steps or (spec.max_episode_steps if spec is not None else None)
     budget = plan_budget(
@@ -272,7 +271,7 @@ def check_env(
         _write_sample_frame(env, env_cfg, report.frame_png, seed)
     env.close()
 
-    say(f"[check] {budget.describe()}")
+    say(f"[check] {env_cfg.id}: {budget.describe()}")
     episode_cfg = env_cfg if budget.episode_steps is None else replace(env_cfg, max_episode_steps=budget.episode_steps)
     eval_env = make_env(episode_cfg, num_envs=min(budget.episodes, 16), seed=seed)
     action_spec = eval_env.action_spec

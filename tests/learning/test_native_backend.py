@@ -8,6 +8,7 @@ from rlpilot.loop.trainer import train
 from rlpilot.play.episodes import evaluate_target
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("preset", "threshold"), [("ppo-cartpole", 475.0), ("ppo-pendulum", -250.0)])
 def test_trained_on_native_evaluated_on_gymnasium(preset, threshold, tmp_path):
     results = {}

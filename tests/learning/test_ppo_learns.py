@@ -2,6 +2,8 @@
 
 Budgets are the presets' own (cartpole 100k frames, acrobot 200k, pendulum 200k); runs stop when
 solved. Seen here: cartpole solves in 4k-16k frames, acrobot in 72k-123k, pendulum in 72k-92k.
+`make test` runs one fast seed (cartpole, seed 0: ~2 s); the other seeds and presets are `slow`
+(`make test-all`).
 """
 
 import pytest
@@ -10,7 +12,7 @@ from rlpilot.config import load_config
 from rlpilot.loop.trainer import train
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
 def test_ppo_cartpole_solves(seed, tmp_path):
     run = train(
         load_config("ppo-cartpole", overrides=[f"train.seed={seed}"]), run_root=str(tmp_path), show_progress=False
@@ -20,11 +22,13 @@ def test_ppo_cartpole_solves(seed, tmp_path):
     assert run.config().train.eval_episodes >= 20
 
 
+@pytest.mark.slow
 def test_ppo_acrobot_reaches_minus_100(tmp_path):
     run = train(load_config("ppo-acrobot", overrides=["train.seed=0"]), run_root=str(tmp_path), show_progress=False)
     assert run.best_eval >= -100, run.meta()
 
 
+@pytest.mark.slow
 def test_ppo_pendulum_reaches_minus_250(tmp_path):
     run = train(load_config("ppo-pendulum", overrides=["train.seed=0"]), run_root=str(tmp_path), show_progress=False)
     assert run.best_eval >= -250, run.meta()

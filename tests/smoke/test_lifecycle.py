@@ -86,7 +86,13 @@ def test_time_limit_stops_with_a_final_evaluation(kind, tmp_path):
 
 
 def test_solved_needs_consecutive_evaluations(kind, tmp_path):
-    config = config_for(kind, "train.total_frames=100000", "train.solved_at=-1000", "train.solved_consecutive=2")
+    config = config_for(
+        kind,
+        "train.total_frames=100000",
+        "train.solved_at=-1000",
+        "train.solved_consecutive=2",
+        "train.stop_when_solved=true",
+    )
     run = train(config, run_root=str(tmp_path), show_progress=False)
     solved = [e for e in run.events() if e["event"] == "solved"]
     assert run.status == "solved" and len(solved) == 1 and solved[0]["consecutive"] == 2
@@ -114,6 +120,14 @@ def wait_for(path: Path, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
+def last_logged_frames(run_dir: Path) -> float:
+    try:
+        rows = load_run(run_dir).metrics()
+    except Exception:  # mid-write of a new column: the file is replaced atomically, read it again
+        return -1.0
+    return rows[-1]["frames"] if rows else -1.0
+
+
 def test_sigkill_and_sigterm_then_resume_on_the_same_curve(kind, tmp_path):
     run_dir = tmp_path / "run"
     preset, base, _ = KINDS[kind]
@@ -126,13 +140,12 @@ def test_sigkill_and_sigterm_then_resume_on_the_same_curve(kind, tmp_path):
 
     process = start_cli("train", "--resume", run_dir, "-q")
     deadline = time.time() + 120
-    while load_run(run_dir).meta().get("resumes") != 1 or not (run_dir / "metrics.csv").exists():
-        assert time.time() < deadline
+    while load_run(run_dir).meta().get("resumes") != 1 or last_logged_frames(run_dir) <= killed_at:
+        assert time.time() < deadline, "the resumed run never logged past the checkpoint"
         time.sleep(0.05)
     second = start_cli("train", "--resume", run_dir, "-q")  # a second writer while the first one runs
     _, stderr = second.communicate(timeout=120)
     assert second.returncode == 2 and "being written by pid" in stderr and len(stderr.strip().splitlines()) == 1
-    time.sleep(3.0)
     process.send_signal(signal.SIGTERM)
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stderr

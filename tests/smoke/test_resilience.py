@@ -46,6 +46,7 @@ def assert_run_files_intact(run_dir: Path) -> None:
     assert not [p for p in run_dir.rglob("*.tmp")]
 
 
+@pytest.mark.slow  # one kill and resume per kind of run is in make test (test_lifecycle.py); five here
 def test_sigkill_five_times_then_resume_to_solved(tmp_path):
     run_dir = tmp_path / "run"
     interval = 1024

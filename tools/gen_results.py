@@ -1,0 +1,108 @@
+"""Writes the generated result tables into README.md and docs/results.md from the stamped result files.
+
+    python tools/gen_results.py          # rewrite the tables between their markers
+    python tools/gen_results.py --check  # exit 1 if a table differs from its result file (a unit test runs this)
+
+Each table lives between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->``; nothing between the
+markers is typed by hand. Sources: the newest ``benchmarks/results/time_to_solve-*.json`` (written by
+``benchmarks/time_to_solve.py --out``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+TARGETS = (ROOT / "README.md", ROOT / "docs" / "results.md")
+ARM_NAMES = {"preset": "preset vs preset (what a user gets)", "same": "same settings (implementation speed)"}
+
+
+def newest(pattern: str) -> Path | None:
+    found = sorted(RESULTS.glob(pattern))
+    return found[-1] if found else None
+
+
+def stamp_value(stamp: list[str], key: str) -> str:
+    for line in stamp:
+        if line.startswith(f"# {key}:"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def time_to_solve_table(path: Path) -> str:
+    data = json.loads(path.read_text())
+    lines = [
+        "| task | arm | seeds solved by both | rlpilot train s (median) | SB3 + Zoo train s (median) | "
+        "ratio, training clock [95% CI] | ratio, whole process [95% CI] | ratio, frames [95% CI] |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for algo, task in data["tasks"].items():
+        peer = f"sb3-{algo}-zoo"
+        for arm, c in task["comparisons"].items():
+            ours = c["ours"]
+            solved = [
+                i for i, r in enumerate(task["results"][ours]) if r["solved"] and task["results"][peer][i]["solved"]
+            ]
+            ours_s = statistics.median(task["results"][ours][i]["train_s"] for i in solved) if solved else float("nan")
+            peer_s = statistics.median(task["results"][peer][i]["train_s"] for i in solved) if solved else float("nan")
+            cells = [
+                f"{c[key][0]:.2f}x [{c[key][1]:.2f}-{c[key][2]:.2f}]" for key in ("train_s", "process_s", "frames")
+            ]
+            lines.append(
+                f"| {algo.upper()} on {task['env_id']} | {ARM_NAMES.get(arm, arm)} | {c['both_solved']}/{c['seeds']} | "
+                f"{ours_s:.2f} | {peer_s:.2f} | {' | '.join(cells)} |"
+            )
+    seeds = next(iter(data["tasks"].values()))["seeds"]
+    stamp = data["stamp"]
+    lines += [
+        "",
+        f"Ratios are SB3 time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
+        f"solved, with a 95% bootstrap interval; seeds {seeds[0]}-{seeds[-1]} (no preset was tuned on them). "
+        f"Source: `{path.relative_to(ROOT)}` (commit {stamp_value(stamp, 'commit')[:12]}, "
+        f"{stamp_value(stamp, 'date')}, load at start {stamp_value(stamp, 'load at start').split(' (')[0]}); "
+        f"command: `{stamp_value(stamp, 'command')}`.",
+    ]
+    return "\n".join(lines)
+
+
+def tables() -> dict[str, str]:
+    found = {}
+    source = newest("time_to_solve-*.json")
+    if source is not None:
+        found["time_to_solve"] = time_to_solve_table(source)
+    return found
+
+
+def render(text: str, generated: dict[str, str]) -> str:
+    for name, table in generated.items():
+        pattern = re.compile(rf"(<!-- generated:{name} -->\n).*?(<!-- /generated:{name} -->)", re.S)
+        text = pattern.sub(lambda m, t=table: f"{m.group(1)}{t}\n{m.group(2)}", text)
+    return text
+
+
+def main() -> int:
+    generated = tables()
+    stale = []
+    for target in TARGETS:
+        text = target.read_text()
+        new = render(text, generated)
+        if new != text:
+            stale.append(target)
+            if "--check" not in sys.argv:
+                target.write_text(new)
+    if "--check" in sys.argv and stale:
+        print(
+            f"stale generated tables in {', '.join(str(p.relative_to(ROOT)) for p in stale)}: "
+            "run python tools/gen_results.py"
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
