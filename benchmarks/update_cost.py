@@ -1,87 +1,125 @@
-"""Cost of one gradient update (forward, backward, clip, Adam) per loss implementation: PPO and DQN presets.
+"""Cost of one gradient update (loss forward, backward, clip, Adam): TorchRL's loss module against rlpilot's
+plain-torch update, on the same networks and minibatch (PPO and DQN presets), and GAE per batch.
 
-python benchmarks/update_cost.py [--minibatch 256] [--threads 1]
+The TorchRL modules are built over the algorithm's own networks by ``tests/torchrl_references.py`` (the
+references the tests prove rlpilot's updates equal to).
+
+    python benchmarks/update_cost.py [--minibatch 256] [--threads 1] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
-from rlpilot.config import load_config
-from rlpilot.control.algos.ppo import PPO
-from rlpilot.control.collect import BatchCollector
-from rlpilot.envs import make_env
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
+import stamp  # noqa: E402
+
+from rlpilot.config import load_config  # noqa: E402
+from rlpilot.control.algos.dqn import DQN, dqn_loss, n_step_transitions  # noqa: E402
+from rlpilot.control.algos.ppo import MINIBATCH_KEYS, PPO, gae, ppo_loss  # noqa: E402
+from rlpilot.control.collect import BatchCollector  # noqa: E402
+from rlpilot.envs import make_env  # noqa: E402
+from torchrl_references import dqn_reference, ppo_reference  # noqa: E402
 
 
-def time_updates(impl: str, minibatch: int, repeats: int) -> tuple[float, float]:
-    """Seconds per gradient update (GAE excluded) and per GAE pass over a 256-frame batch."""
+def seconds_per_call(fn: Callable[[], object], repeats: int) -> float:
+    fn()  # warm-up
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) / repeats
+
+
+def ppo_costs(minibatch: int, repeats: int) -> dict[str, float]:
     torch.manual_seed(0)
     config = load_config(
         "ppo-cartpole",
-        overrides=[
-            f"ppo.loss_impl={impl}",
-            "ppo.epochs=10",
-            f"ppo.minibatch_size={minibatch}",
-            "env.num_envs=8",
-            f"ppo.steps_per_env={max(32, minibatch // 8)}",
-        ],
+        overrides=[f"ppo.minibatch_size={minibatch}", "env.num_envs=8", f"ppo.steps_per_env={max(32, minibatch // 8)}"],
     )
     env = make_env(config.env, seed=0)
     algo = PPO(config, env, torch.device("cpu"))
     batch = BatchCollector(env, algo.act, steps=config.ppo.steps_per_env, seed=0).collect()
-    algo.learn(batch, 0)  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
+    reference, reference_gae = ppo_reference(algo, clip_epsilon=0.2)
+    with torch.no_grad():
+        gae(batch, algo.critic_net, config.ppo.gamma, config.ppo.gae_lambda)
+    sample = batch.reshape(-1)[:minibatch]
+    columns = {key: sample.get(key) for key in MINIBATCH_KEYS}
+
+    def step(out) -> None:
+        loss = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
+        algo.guard.step(algo.optimizer, algo.parameters, loss, config.ppo.max_grad_norm, 0)
+
+    def gae_module() -> None:
         with torch.no_grad():
-            algo.advantage(batch)
-    gae = (time.perf_counter() - start) / repeats
-    start = time.perf_counter()
-    for _ in range(repeats // 10):
-        algo.learn(batch, 0)
-    learn = (time.perf_counter() - start) / (repeats // 10)
-    updates = config.ppo.epochs * config.minibatches_per_epoch
-    return (learn - gae) / updates, gae
+            reference_gae(batch)
+
+    def gae_ours() -> None:
+        with torch.no_grad():
+            gae(batch, algo.critic_net, config.ppo.gamma, config.ppo.gae_lambda)
+
+    return {
+        "ClipPPOLoss update": seconds_per_call(lambda: step(reference(sample)), repeats),
+        "rlpilot ppo_loss update": seconds_per_call(lambda: step(ppo_loss(algo, columns, config.ppo, 0.2)), repeats),
+        "GAE module per batch": seconds_per_call(gae_module, max(10, repeats // 10)),
+        "rlpilot gae per batch": seconds_per_call(gae_ours, max(10, repeats // 10)),
+    }
 
 
-def time_dqn_updates(impl: str, repeats: int) -> float:
-    """Seconds per DQN gradient update with the dqn-cartpole preset (uniform replay, 1-step targets)."""
-    from rlpilot.control.algos.dqn import DQN
-
+def dqn_costs(repeats: int) -> dict[str, float]:
     torch.manual_seed(0)
-    config = load_config("dqn-cartpole", overrides=[f"dqn.loss_impl={impl}", "dqn.n_step=1", "dqn.learning_starts=0"])
+    config = load_config("dqn-cartpole", overrides=["dqn.n_step=1"])
     env = make_env(config.env, seed=0)
     algo = DQN(config, env, torch.device("cpu"))
-    collector = BatchCollector(env, algo.act, steps=config.dqn.steps_per_env, seed=0)
-    for i in range(8):
-        algo.learn(collector.collect(), (i + 1) * config.frames_per_batch)
-    batch = collector.collect()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        algo.learn(batch, 10**6)
-    return (time.perf_counter() - start) / (repeats * config.dqn_updates_per_batch)
+    batch = n_step_transitions(BatchCollector(env, algo.act, steps=32, seed=0).collect(), 1, config.dqn.gamma)
+    sample = batch.reshape(-1)[: config.dqn.batch_size]
+    reference = dqn_reference(algo)
+
+    def step(out) -> None:
+        algo.guard.step(algo.optimizer, algo.parameters, out["loss"], config.dqn.max_grad_norm, 0)
+
+    return {
+        "DQNLoss update": seconds_per_call(lambda: step(reference(sample.clone())), repeats),
+        "rlpilot dqn_loss update": seconds_per_call(
+            lambda: step(dqn_loss(algo.q_net, algo.target_net, sample, config.dqn)), repeats
+        ),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minibatch", type=int, default=256)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=500)
+    parser.add_argument("--out", help="result file (stamped)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    results = {impl: time_updates(impl, args.minibatch, args.repeats) for impl in ("torchrl", "lean")}
-    for impl, (update, gae) in results.items():
-        print(
-            f"{impl:<8} {update * 1e3:6.2f} ms per update (minibatch {args.minibatch}, {args.threads} thread); "
-            f"GAE {gae * 1e3:.2f} ms per batch"
-        )
-    print(f"ratio torchrl / lean per update: {results['torchrl'][0] / results['lean'][0]:.2f}x")
-    dqn = {impl: time_dqn_updates(impl, max(2, args.repeats // 60)) for impl in ("torchrl", "lean")}
-    for impl, seconds in dqn.items():
-        print(f"dqn {impl:<8} {seconds * 1e3:6.2f} ms per update (dqn-cartpole preset: batch 64, 64-64 MLP)")
-    print(f"ratio torchrl / lean per DQN update: {dqn['torchrl'] / dqn['lean']:.2f}x")
+    lines = stamp.header()
+    ppo, dqn = ppo_costs(args.minibatch, args.repeats), dqn_costs(args.repeats)
+    for name, seconds in {**ppo, **dqn}.items():
+        lines.append(f"{name:<26} {seconds * 1e3:7.3f} ms")
+    lines += [
+        f"ratio ClipPPOLoss / ppo_loss per update (minibatch {args.minibatch}): "
+        f"{ppo['ClipPPOLoss update'] / ppo['rlpilot ppo_loss update']:.2f}x",
+        f"ratio GAE module / gae per batch: {ppo['GAE module per batch'] / ppo['rlpilot gae per batch']:.2f}x",
+        f"ratio DQNLoss / dqn_loss per update (batch 64): "
+        f"{dqn['DQNLoss update'] / dqn['rlpilot dqn_loss update']:.2f}x",
+        *stamp.footer(),
+    ]
+    print("\n".join(lines))
+    if args.out:
+        out = Path(args.out)
+        out.write_text("\n".join(lines) + "\n")
+        data = {"stamp": stamp.header() + stamp.footer(), "minibatch": args.minibatch, "ms": {}}
+        data["ms"] = {name: seconds * 1e3 for name, seconds in {**ppo, **dqn}.items()}
+        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,15 @@ def stamp_value(stamp: list[str], key: str) -> str:
     return "?"
 
 
+def source_line(path: Path, stamp: list[str]) -> str:
+    """Where a table's numbers come from: the file, its commit, date, load and command."""
+    load = stamp_value(stamp, "load at start").split(" (")[0]
+    return (
+        f"Source: `{path.relative_to(ROOT)}` (commit {stamp_value(stamp, 'commit')[:12]}, "
+        f"{stamp_value(stamp, 'date')}, load at start {load}); command: `{stamp_value(stamp, 'command')}`."
+    )
+
+
 def time_to_solve_table(path: Path) -> str:
     data = json.loads(path.read_text())
     lines = [
@@ -58,23 +67,46 @@ def time_to_solve_table(path: Path) -> str:
                 f"{ours_s:.2f} | {peer_s:.2f} | {' | '.join(cells)} |"
             )
     seeds = next(iter(data["tasks"].values()))["seeds"]
-    stamp = data["stamp"]
     lines += [
         "",
         f"Ratios are SB3 time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
         f"solved, with a 95% bootstrap interval; seeds {seeds[0]}-{seeds[-1]} (no preset was tuned on them). "
-        f"Source: `{path.relative_to(ROOT)}` (commit {stamp_value(stamp, 'commit')[:12]}, "
-        f"{stamp_value(stamp, 'date')}, load at start {stamp_value(stamp, 'load at start').split(' (')[0]}); "
-        f"command: `{stamp_value(stamp, 'command')}`.",
+        + source_line(path, data["stamp"]),
     ]
     return "\n".join(lines)
 
 
+def update_cost_table(path: Path) -> str:
+    data = json.loads(path.read_text())
+    ms = data["ms"]
+    rows = [
+        (
+            "PPO update, minibatch " + str(data["minibatch"]) + ", 64-64 tanh MLPs",
+            "ClipPPOLoss update",
+            "rlpilot ppo_loss update",
+        ),
+        ("GAE over a 256-transition batch", "GAE module per batch", "rlpilot gae per batch"),
+        ("DQN update, batch 64, 64-64 ReLU MLP, double DQN", "DQNLoss update", "rlpilot dqn_loss update"),
+    ]
+    lines = ["| what | TorchRL module | rlpilot (plain torch) | ratio |", "|---|---|---|---|"]
+    for what, theirs, ours in rows:
+        lines.append(f"| {what} | {ms[theirs]:.2f} ms | {ms[ours]:.2f} ms | {ms[theirs] / ms[ours]:.2f}x |")
+    lines += ["", source_line(path, data["stamp"])]
+    return "\n".join(lines)
+
+
+SOURCES = {
+    "time_to_solve": ("time_to_solve-*.json", time_to_solve_table),
+    "update_cost": ("update_cost-*.json", update_cost_table),
+}
+
+
 def tables() -> dict[str, str]:
     found = {}
-    source = newest("time_to_solve-*.json")
-    if source is not None:
-        found["time_to_solve"] = time_to_solve_table(source)
+    for name, (pattern, table) in SOURCES.items():
+        source = newest(pattern)
+        if source is not None:
+            found[name] = table(source)
     return found
 
 

@@ -18,6 +18,16 @@ def test_config_reference_is_current():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_result_tables_are_generated_from_the_result_files():
+    """Nothing between generated markers is typed by hand: it must be what tools/gen_results.py writes."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_results.py"), "--check"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    for target in ("README.md", "docs/results.md"):
+        assert "<!-- generated:time_to_solve -->" in (ROOT / target).read_text(), target
+
+
 def test_every_config_field_has_a_docstring():
     sys.path.insert(0, str(ROOT / "tools"))
     from gen_config_doc import field_docs

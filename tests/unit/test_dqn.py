@@ -4,42 +4,18 @@ networks: values and gradients), prioritised replay, n-step returns, exploration
 import pytest
 import torch
 from tensordict import TensorDict
-from tensordict.nn import TensorDictModule, TensorDictSequential
-from torchrl.data import Categorical
-from torchrl.modules import QValueModule
-from torchrl.objectives import DQNLoss
 
 from rlpilot.config import load_config
 from rlpilot.control.algos.dqn import DQN, dqn_loss, epsilon, n_step_transitions
 from rlpilot.envs import make_env
 from rlpilot.errors import UserError
+from torchrl_references import dqn_reference
 
 
 def make_dqn(*overrides):
     config = load_config("dqn-cartpole", overrides=["model.hidden_sizes=[]", *overrides])
     env = make_env(config.env, num_envs=2, seed=0)
     return DQN(config, env, torch.device("cpu"))
-
-
-def torchrl_reference(algo: DQN) -> DQNLoss:
-    """TorchRL's DQNLoss over the algorithm's online network, its target parameters copied from ours."""
-    cfg = algo.config.dqn
-    spec = Categorical(algo.num_actions)
-    q_values = TensorDictModule(algo.q_net, in_keys=["observation"], out_keys=["action_value"])
-    policy = TensorDictSequential(q_values, QValueModule(spec=spec, action_space="categorical"))
-    loss = DQNLoss(
-        policy,
-        loss_function="smooth_l1" if cfg.loss == "huber" else "l2",
-        delay_value=True,
-        double_dqn=cfg.double_dqn,
-        action_space=spec,
-    )
-    loss.make_value_estimator(gamma=cfg.gamma)
-    with torch.no_grad():
-        for name, parameter in algo.target_net.named_parameters():
-            key = ("module", "0", "module", *name.split("."))
-            loss.target_value_network_params[key].data.copy_(parameter)
-    return loss
 
 
 def set_linear(net, weight, bias):
@@ -89,7 +65,7 @@ def test_double_dqn_targets_by_hand(impl):
         out = dqn_loss(algo.q_net, algo.target_net, hand_batch(), algo.config.dqn)
         torch.testing.assert_close(out["td_error"], (q_taken - targets).abs())
     else:
-        out = torchrl_reference(algo)(hand_batch())
+        out = dqn_reference(algo)(hand_batch())
     torch.testing.assert_close(out["loss"], expected)
 
 
@@ -105,7 +81,7 @@ def test_loss_equals_dqn_loss_on_collected_data(loss, double):
         for p in algo.q_net.parameters():
             p.add_(0.1 * torch.randn_like(p))
     flat = batch.reshape(-1)
-    reference = torchrl_reference(algo)
+    reference = dqn_reference(algo)
     ours = dqn_loss(algo.q_net, algo.target_net, flat.clone(), algo.config.dqn)
     ref = reference(flat.clone())
     torch.testing.assert_close(ours["loss"], ref["loss"])

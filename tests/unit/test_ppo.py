@@ -4,47 +4,12 @@ built here over the algorithm's own networks (values and gradients); GAE matches
 import pytest
 import torch
 from tensordict import TensorDict
-from tensordict.nn import TensorDictModule
-from torchrl.modules import OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
-from torchrl.objectives import ClipPPOLoss
-from torchrl.objectives.value import GAE
 
 from rlpilot.config import load_config
 from rlpilot.control.algos.ppo import LOG_PROB_KEY, PPO, gae, ppo_loss
 from rlpilot.control.collect import BatchCollector
 from rlpilot.envs import make_env
-
-
-def torchrl_reference(algo: PPO, clip_epsilon: float) -> tuple[ClipPPOLoss, GAE]:
-    """TorchRL's ClipPPOLoss and GAE over the algorithm's own networks (the same Parameter objects)."""
-    cfg = algo.config.ppo
-    if algo.kind == "discrete":
-        head = TensorDictModule(algo.actor_net, in_keys=["observation"], out_keys=["logits"])
-        distribution, kwargs, params = (
-            (OneHotCategorical if algo.one_hot else torch.distributions.Categorical),
-            {},
-            ["logits"],
-        )
-    else:
-        head = TensorDictModule(algo.actor_net, in_keys=["observation"], out_keys=["loc", "scale"])
-        distribution, params = TanhNormal, ["loc", "scale"]
-        kwargs = {"low": algo.bounds[0], "high": algo.bounds[1]}
-    actor = ProbabilisticActor(
-        head, in_keys=params, distribution_class=distribution, distribution_kwargs=kwargs, return_log_prob=True
-    )
-    critic = ValueOperator(algo.critic_net, in_keys=["observation"])
-    loss = ClipPPOLoss(
-        actor,
-        critic,
-        clip_epsilon=clip_epsilon,
-        entropy_bonus=True,
-        entropy_coeff=cfg.entropy_coef,
-        critic_coeff=cfg.value_coef,
-        loss_critic_type=cfg.value_loss,
-        normalize_advantage=cfg.normalize_advantage,
-    )
-    assert loss.tensor_keys.sample_log_prob == LOG_PROB_KEY
-    return loss, GAE(gamma=cfg.gamma, lmbda=cfg.gae_lambda, value_network=critic)
+from torchrl_references import ppo_reference
 
 
 def _algo_and_batch(preset, overrides=()):
@@ -75,7 +40,7 @@ def _algo_and_batch(preset, overrides=()):
 @pytest.mark.parametrize("normalize", [True, False])
 def test_loss_matches_clip_ppo_loss(preset, normalize):
     algo, minibatch = _algo_and_batch(preset, [f"ppo.normalize_advantage={str(normalize).lower()}"])
-    reference, _ = torchrl_reference(algo, clip_epsilon=0.2)
+    reference, _ = ppo_reference(algo, clip_epsilon=0.2)
 
     def run(fn, seed):
         torch.manual_seed(seed)  # same MC entropy sample for the squashed Gaussian
@@ -96,7 +61,7 @@ def test_loss_matches_clip_ppo_loss(preset, normalize):
 def test_one_hot_actions_match_one_hot_categorical():
     algo, minibatch = _algo_and_batch("ppo-cartpole", ["env.action_encoding=one_hot"])
     assert algo.one_hot and minibatch["action"].shape[-1] == 2
-    reference, _ = torchrl_reference(algo, clip_epsilon=0.2)
+    reference, _ = ppo_reference(algo, clip_epsilon=0.2)
     ours, ref = ppo_loss(algo, minibatch.clone(), algo.config.ppo, 0.2), reference(minibatch.clone())
     for key in ("loss_objective", "loss_entropy", "entropy", "kl_approx"):
         torch.testing.assert_close(ours[key].float(), ref[key].float(), rtol=1e-4, atol=1e-5, msg=key)
@@ -129,7 +94,7 @@ def test_gae_by_hand_terminated_vs_truncated():
         batch_size=[1, 3],
     )
     ours = batch.clone()
-    _, reference = torchrl_reference(algo, 0.2)
+    _, reference = ppo_reference(algo, 0.2)
     reference(batch)
     gae(ours, algo.critic_net, 0.5, 0.5)
     for key in ("advantage", "value_target", "state_value", ("next", "state_value")):
@@ -210,7 +175,7 @@ def test_gae_equals_torchrl_gae_on_a_collected_batch():
     batch = BatchCollector(env, algo.act, steps=64, seed=0).collect()
     assert batch.get(("next", "done")).any()
     ours = batch.clone()
-    _, reference = torchrl_reference(algo, 0.2)
+    _, reference = ppo_reference(algo, 0.2)
     with torch.no_grad():
         reference(batch)
         gae(ours, algo.critic_net, config.ppo.gamma, config.ppo.gae_lambda)
