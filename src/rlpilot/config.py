@@ -201,6 +201,10 @@ class TrainConfig:
     env's registered ``reward_threshold`` if any, else run the whole budget."""
     stop_when_solved: bool = True
     """Stop when the run is solved (``solved_consecutive`` evaluations in a row at or above the threshold)."""
+    evals_after_solved: int = at_least(0, 0)
+    """With ``stop_when_solved``: evaluations to run on after the run is solved before stopping, to see
+    whether the greedy policy holds while training continues; ``meta.json`` records the share of them at
+    or above the threshold as ``stays_solved`` (benchmarks/stays_solved.py). 0: stop at the solve."""
     eval_at_start: bool = False
     """Evaluate once before the first update, so the curve starts at what training has to improve
     (the GRPO presets: the model after its supervised warm-up)."""

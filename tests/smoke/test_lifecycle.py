@@ -99,6 +99,16 @@ def test_solved_needs_consecutive_evaluations(kind, tmp_path):
     assert run.solved_at_frames == run.frames == steps(kind, 4)  # the second evaluation (every two steps)
 
 
+def test_evals_after_solved_keep_training_and_record_whether_it_holds(kind, tmp_path):
+    overrides = ["train.total_frames=100000", "train.solved_at=-1000", "train.stop_when_solved=true"]
+    config = config_for(kind, *overrides, "train.evals_after_solved=2")
+    run = train(config, run_root=str(tmp_path), show_progress=False)
+    meta = run.meta()
+    assert run.status == "solved" and run.solved_at_frames == steps(kind, 2)  # the first evaluation
+    assert run.frames == steps(kind, 6)  # two more evaluations, every two steps
+    assert meta["stays_solved"] == 1.0 and len(meta["evals_after_solved"]) == 2
+
+
 def test_guard_skips_cut_the_lr_and_roll_back(kind, tmp_path):
     config = config_for(
         kind, f"train.total_frames={steps(kind, 6)}", "guard.max_loss=1e-12", "guard.max_trips=2", "guard.lr_cut=0.5"

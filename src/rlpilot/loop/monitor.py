@@ -25,6 +25,8 @@ class Progress:
     last_eval: float | None = None
     solved_at_frames: int | None = None
     consecutive_solved: int = 0
+    evals_after_solved: list = field(default_factory=list)
+    """Greedy means of the evaluations after the solved one (``train.evals_after_solved``)."""
     best_train_return: float = -math.inf
     milestone_reached: bool = False
     elapsed_before: float = 0.0

@@ -166,7 +166,7 @@ class Loop:
                     elapsed = time.perf_counter() - self.start
                     self.bar.update(progress, elapsed)
                     self.milestones.status(progress, elapsed)
-                    if progress.consecutive_solved >= train.solved_consecutive and train.stop_when_solved:
+                    if self.solved_and_seen_enough():
                         break
                     if out_of_time:
                         self.run_dir.event("time_limit", seconds=round(elapsed, 3))
@@ -187,6 +187,12 @@ class Loop:
             self.finish(status, reason)
 
     # -- the pieces of a step ------------------------------------------------------------------
+    def solved_and_seen_enough(self) -> bool:
+        """The stop rule: solved, and ``train.evals_after_solved`` evaluations since (0: at once)."""
+        train = self.config.train
+        solved = self.progress.solved_at_frames is not None
+        return train.stop_when_solved and solved and len(self.progress.evals_after_solved) >= train.evals_after_solved
+
     def episode_metrics(self) -> dict[str, float]:
         if not self.unlogged_returns:
             return {}
@@ -205,6 +211,8 @@ class Loop:
         improved = result.mean > progress.best_eval
         progress.best_eval = max(progress.best_eval, result.mean)
         self.run_dir.event("eval", frames=progress.frames, mean=result.mean, std=result.std, **result.details)
+        if progress.solved_at_frames is not None:  # an evaluation after the solved one: does it hold?
+            progress.evals_after_solved.append(result.mean)
         reached = self.threshold is not None and result.mean >= self.threshold and progress.frames > 0
         progress.consecutive_solved = progress.consecutive_solved + 1 if reached else 0
         if progress.consecutive_solved >= self.config.train.solved_consecutive and progress.solved_at_frames is None:
@@ -259,6 +267,10 @@ class Loop:
             failed_write = f"the final checkpoint could not be written ({exc.strerror or exc}); the last one is kept"
             status, reason = "failed", failed_write
         self.loggers.close()
+        after = self.progress.evals_after_solved
+        if self.config.train.evals_after_solved and after and self.threshold is not None:
+            share = sum(mean >= self.threshold for mean in after) / len(after)
+            self.run_dir.update_meta(stays_solved=share, evals_after_solved=after)
         lifecycle.finish_run(
             self.run_dir,
             self.progress,
