@@ -95,8 +95,9 @@ def _train_config(args: argparse.Namespace):
             raise UserError("--config FILE is the whole config: give no preset or ALGO ENV with it")
         if not is_config_file(args.config):
             raise UserError(f"--config {args.config}: no such .yaml file")
-        print(f"config file: {args.config}", file=sys.stderr)
-        return load_config(config_file=args.config, overrides=overrides)
+        config = load_config(config_file=args.config, overrides=overrides)
+        print(f"config file: {args.config}", file=sys.stderr)  # after loading: a bad file is one line
+        return config
     if args.target in ALGORITHMS and ALGORITHMS[args.target].kind != "control":
         raise UserError(
             f"{args.target} fine-tunes a language model, not an env: start from a preset: rlpilot train grpo-reverse"
