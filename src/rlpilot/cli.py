@@ -269,11 +269,16 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line(message: str) -> str:
+    """An error is one line even when it quotes input with line breaks (shown escaped)."""
+    return message.strip().replace("\r", "\\r").replace("\n", "\\n")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (what is wrong, where to look) and exit code 2."""
 
     def error(self, message: str) -> None:
-        print(f"rlpilot: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"rlpilot: error: {_one_line(message)} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 
@@ -392,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"rlpilot: error: {exc}", file=sys.stderr)
+        print(f"rlpilot: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("rlpilot: interrupted", file=sys.stderr)
