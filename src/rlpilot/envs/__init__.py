@@ -162,12 +162,21 @@ def single_observation_space(env_cfg: EnvConfig) -> gym.Space:
 
 
 def observation_bytes(env_cfg: EnvConfig) -> int:
-    """Bytes of one observation as the learner holds it (float32)."""
-    return 4 * int(gym.spaces.flatdim(single_observation_space(env_cfg))) * max(1, env_cfg.frame_stack)
+    """Bytes of one observation as the learner holds it (float32; images after resizing, gray scale and
+    frame stacking)."""
+    space = single_observation_space(env_cfg)
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 3:  # [H, W, C] frames
+        height, width, channels = space.shape
+        if env_cfg.frame_size is not None:
+            height = width = env_cfg.frame_size
+        channels = 1 if env_cfg.grayscale else channels
+        return 4 * height * width * channels * env_cfg.frame_stack
+    return 4 * int(gym.spaces.flatdim(space))
 
 
 def memory_estimate(env_cfg: EnvConfig, *, steps_per_env: int, replay_frames: int = 0, eval_envs: int = 0) -> int:
-    """Bytes a run needs for its envs, its collected batches and its replay buffer (a lower bound)."""
+    """Bytes a run needs for its envs, its collected batches and its replay buffer (an estimate: CarRacing
+    preset ~1 GiB, CartPole presets under 10 MiB)."""
     per_frame = 2 * observation_bytes(env_cfg) + PER_FRAME_EXTRA_BYTES  # observation and next observation
     batch = env_cfg.num_envs * steps_per_env * per_frame * BATCH_COPIES
     per_env = PER_ENV_BYTES.get(env_cfg.backend if env_cfg.id not in NUMPY_VECTOR_ENVS else "numpy", per_frame)
