@@ -271,7 +271,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _one_line(message: str) -> str:
     """An error is one line even when it quotes input with line breaks (shown escaped)."""
-    return message.strip().replace("\r", "\\r").replace("\n", "\\n")
+    return "\\n".join(message.strip().splitlines())  # every line boundary str.splitlines knows
 
 
 class _Parser(argparse.ArgumentParser):
