@@ -15,8 +15,13 @@ def _command(args) -> list[str]:
     return [sys.executable, "-m", "rlpilot.cli", *map(str, args)]
 
 
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": ""}  # the installed rlpilot, nothing from the test run's path
+    # this checkout's rlpilot first (an editable install may point at another checkout), nothing else
+    # from the test run's path
+    return {**os.environ, "PYTHONPATH": str(SRC)}
 
 
 def run_cli(*args, cwd: str | Path = TESTS, timeout: float = 300) -> subprocess.CompletedProcess:

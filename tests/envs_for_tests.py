@@ -118,3 +118,43 @@ class RaisesLater(RaisesOnStep):
     """Raises once training is well under way (after the first checkpoint)."""
 
     fail_after = 400
+
+
+class InitRaises(gym.Env):
+    """A user env whose constructor raises (a bug, or a missing resource)."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        raise RuntimeError("cannot open the simulator")
+
+
+class WrongShapeReset(gym.Env):
+    """Declares 2-dim observations but ``reset`` returns 3 numbers."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, False, False, {}
+
+
+class MultiBinaryEnv(gym.Env):
+    """A ``MultiBinary`` action space: no rlpilot algorithm acts in it."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.MultiBinary(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(2, np.float32), 0.0, False, self.t >= 10, {}

@@ -22,6 +22,7 @@ from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage, check_env_
 from rlpilot.config import EnvConfig
 from rlpilot.control.evaluate import evaluate
 from rlpilot.envs import make_env, make_vector_env, observation_reader
+from rlpilot.envs.gym_vector import reset_checked
 from rlpilot.envs.pixels import is_image_spec, save_frame_png
 from rlpilot.findings import Finding, by_severity, count, render_finding
 from rlpilot.registry import registered_spec
@@ -200,7 +201,7 @@ def plan_budget(
 def _seconds_per_step(env_cfg: EnvConfig, seed: int, probe_steps: int = 10) -> float:
     vector_env = make_vector_env(env_cfg, 1)
     vector_env.action_space.seed(seed)
-    vector_env.reset(seed=seed)
+    reset_checked(vector_env, env_cfg.id, seed=seed)  # the first reset: a broken env fails in one line
     start = time.perf_counter()
     for _ in range(probe_steps):
         _, _, terminated, truncated, _ = vector_env.step(vector_env.action_space.sample())

@@ -95,8 +95,9 @@ def _train_config(args: argparse.Namespace):
             raise UserError("--config FILE is the whole config: give no preset or ALGO ENV with it")
         if not is_config_file(args.config):
             raise UserError(f"--config {args.config}: no such .yaml file")
-        print(f"config file: {args.config}", file=sys.stderr)
-        return load_config(config_file=args.config, overrides=overrides)
+        config = load_config(config_file=args.config, overrides=overrides)
+        print(f"config file: {args.config}", file=sys.stderr)  # after loading: a bad file is one line
+        return config
     if args.target in ALGORITHMS and ALGORITHMS[args.target].kind != "control":
         raise UserError(
             f"{args.target} fine-tunes a language model, not an env: start from a preset: rlpilot train grpo-reverse"
@@ -268,11 +269,16 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line(message: str) -> str:
+    """An error is one line even when it quotes input with line breaks (shown escaped)."""
+    return "\\n".join(message.strip().splitlines())  # every line boundary str.splitlines knows
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (what is wrong, where to look) and exit code 2."""
 
     def error(self, message: str) -> None:
-        print(f"rlpilot: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"rlpilot: error: {_one_line(message)} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 
@@ -391,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"rlpilot: error: {exc}", file=sys.stderr)
+        print(f"rlpilot: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("rlpilot: interrupted", file=sys.stderr)

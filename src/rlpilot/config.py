@@ -506,9 +506,24 @@ class Config:
 
     def _cross_field_problems(self) -> list[str]:
         problems = []
-        bad_layers = [layer for layer in self.model.cnn_layers if not (isinstance(layer, list) and len(layer) == 3)]
+        bad_layers = [
+            layer
+            for layer in self.model.cnn_layers
+            if not (
+                isinstance(layer, list)
+                and len(layer) == 3
+                and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in layer)
+            )
+        ]
         if self.kind == "control" and bad_layers:
-            problems.append(f"model.cnn_layers: each layer is [out_channels, kernel, stride] (got {bad_layers[0]!r})")
+            problems.append(
+                f"model.cnn_layers: each layer is [out_channels, kernel, stride], positive integers "
+                f"(got {bad_layers[0]!r})"
+            )
+        if self.kind == "control" and not self.env.id.strip():
+            problems.append("env.id is empty: give a gymnasium id or package.module:Class")
+        if self.kind == "control" and not all(isinstance(name, str) for name in self.env.kwargs):
+            problems.append(f"env.kwargs: keys are argument names (got {list(self.env.kwargs)!r})")
         if self.algo == "dqn" and self.env.action_encoding != "categorical":
             problems.append("dqn needs env.action_encoding=categorical (its Q-network indexes actions)")
         if self.algo == "ppo" and self.ppo.minibatch_size > self.frames_per_batch:
@@ -521,7 +536,7 @@ class Config:
             problems.append(f"sac.target_entropy must be auto or a number (got '{target_entropy}')")
         if self.algo in ("sac", "td3") and self.env.action_encoding != "categorical":
             problems.append(f"{self.algo} acts on continuous (Box) actions: env.action_encoding does not apply")
-        unknown_loggers = set(self.train.loggers) - set(LOGGERS)
+        unknown_loggers = {str(name) for name in self.train.loggers if name not in LOGGERS}
         if unknown_loggers:
             problems.append(f"train.loggers: unknown {sorted(unknown_loggers)} ({', '.join(LOGGERS)})")
         return problems
@@ -598,6 +613,8 @@ def from_dict(data: dict, *, drop_other_sections: bool = False) -> Config:
 def set_value(config: Config, key: str, value: Any) -> None:
     """Sets ``section.field`` (or a top-level field, or a whole section from a dict) with checks."""
     types_ = _field_types(Config)
+    if not isinstance(key, str):
+        raise UserError(f"config key {key!r} is not a name: keys are section names or section.field")
     section, _, sub = key.partition(".")
     if section not in types_:
         raise _unknown_key(key, _all_keys(config))

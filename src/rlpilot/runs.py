@@ -18,6 +18,7 @@ import os
 import pickle
 import platform
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -120,10 +121,22 @@ class MetricsWriter:
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
+    """Rows of ``metrics.csv`` as numbers. A file that is not one (random bytes, text that is no CSV of
+    numbers with a ``frames`` column) is a :class:`UserError` naming it."""
+    path = Path(path)
     rows = []
-    with Path(path).open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            rows.append({key: float(value) for key, value in row.items() if value not in ("", None)})
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            for row in reader:
+                if None in row or "frames" not in row:  # more cells than the header, or no frames column
+                    raise ValueError("rows do not match the header")
+                rows.append({key: float(value) for key, value in row.items() if value not in ("", None)})
+    except (UnicodeDecodeError, ValueError, csv.Error) as exc:
+        raise UserError(
+            f"{path} is not a metrics file rlpilot wrote ({type(exc).__name__}: {str(exc)[:80]}); restore it, or "
+            "move it away (the curve then starts again from the checkpoint)"
+        ) from None
     return rows
 
 
@@ -177,7 +190,22 @@ class Run:
         return load_config(config_file=self.config_path)
 
     def meta(self) -> dict:
-        return json.loads((self.path / "meta.json").read_text())
+        path = self.path / "meta.json"
+        try:
+            meta = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise UserError(
+                f"{path} is missing: the run's record (status, frames, resumes) is gone; restore it from a copy, "
+                "or start a new run"
+            ) from None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise UserError(
+                f"{path} is not valid JSON (truncated or overwritten: {exc}); "
+                "restore it from a copy, or start a new run"
+            ) from None
+        if not isinstance(meta, dict) or "status" not in meta:
+            raise UserError(f"{path} is not a run record (no status); restore it from a copy, or start a new run")
+        return meta
 
     def metrics(self) -> list[dict[str, float]]:
         path = self.path / "metrics.csv"
@@ -187,7 +215,15 @@ class Run:
         path = self.path / "events.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        try:
+            events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise UserError(
+                f"{path} is not an event log rlpilot wrote ({type(exc).__name__}); restore it, or move it away"
+            ) from None
+        if not all(isinstance(event, dict) and "event" in event for event in events):
+            raise UserError(f"{path} holds lines that are not rlpilot events; restore it, or move it away")
+        return events
 
     # -- writing -----------------------------------------------------------------------------
     @classmethod
@@ -206,31 +242,44 @@ class Run:
             raise UserError(f"--run-dir {path} is a file; choose a folder for the run")
         if path.exists() and any(path.iterdir()):
             raise UserError(f"run directory {path} already exists and is not empty; choose another --run-dir")
+        created = not path.exists()
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UserError(f"cannot create run directory {path}: {exc.strerror or exc}") from None
+            raise UserError(
+                f"cannot create run directory {path}: {exc.strerror or exc}; choose a writable --run-dir or --runs"
+            ) from None
         run = cls(path)
-        run.lock()
+        try:
+            run.lock()
+        except OSError as exc:  # an existing, read-only folder
+            raise UserError(
+                f"cannot write to run directory {path}: {exc.strerror or exc}; choose a writable --run-dir or --runs"
+            ) from None
         if any(p.name != LOCK_FILE for p in path.iterdir()):  # another process created it at the same moment
             run.unlock()
             raise UserError(f"run directory {path} already exists and is not empty; choose another --run-dir")
         try:
             atomic_write(run.config_path, config.to_yaml())
-        except OSError as exc:
+            run.write_meta(
+                {
+                    "status": "running",
+                    "command": " ".join(sys.argv),
+                    "versions": versions(),
+                    "git_revision": git_revision(),
+                    "seed": config.train.seed,
+                    "host": socket.gethostname(),
+                    "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                }
+            )
+        except OSError as exc:  # nothing half-written is left: the folder goes (or is emptied) again
             run.unlock()
+            if created:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                for child in path.iterdir():
+                    child.unlink(missing_ok=True)
             raise UserError(f"cannot write to run directory {path}: {exc.strerror or exc}") from None
-        run.write_meta(
-            {
-                "status": "running",
-                "command": " ".join(sys.argv),
-                "versions": versions(),
-                "git_revision": git_revision(),
-                "seed": config.train.seed,
-                "host": socket.gethostname(),
-                "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            }
-        )
         return run
 
     # -- one writer at a time ----------------------------------------------------------------
@@ -299,6 +348,26 @@ class Run:
         writer.writerow(header)
         writer.writerows(kept)
         atomic_write(path, buffer.getvalue())
+
+    def truncate_events(self, *, after_frames: int) -> None:
+        """Drops events past ``after_frames`` (an ``eval`` or ``solved`` of frames a resume collects again);
+        ``resume`` and ``end`` events, and events without frames, stay: a kill remains visible."""
+        events = self.events()
+        kept = [
+            event
+            for event in events
+            if event["event"] in ("resume", "end")
+            or not isinstance(event.get("frames"), (int, float))
+            or event["frames"] <= after_frames
+        ]
+        if len(kept) < len(events):
+            atomic_write(self.path / "events.jsonl", "".join(json.dumps(event, default=str) + "\n" for event in kept))
+
+    def check_readable(self) -> None:
+        """Reads every file a resume rewrites, so a damaged run is refused before anything is written."""
+        self.meta()
+        self.metrics()
+        self.events()
 
     def save_checkpoint(self, name: str, state: dict) -> Path:
         import torch

@@ -9,7 +9,9 @@ a test checks both paths produce identical observations.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import gymnasium as gym
 import numpy as np
@@ -83,7 +85,7 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             f"env.backend=numpy: no numpy-vectorised implementation of '{env_cfg.id}' "
             f"(available: {', '.join(NUMPY_VECTOR_ENVS)}); use env.backend=sync"
         )
-    try:
+    with construction_errors(env_cfg):
         if numpy_class is not None and backend in ("auto", "numpy") and not env_cfg.kwargs:
             max_steps = env_cfg.max_episode_steps or gym.spec(env_cfg.id).max_episode_steps
             return numpy_class(num_envs=num_envs, max_episode_steps=max_steps)
@@ -93,8 +95,23 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             # fork, not TorchRL's global "spawn": a spawned worker re-imports torch and torchrl before its
             # first step (24 s to start 2 MinAtar workers on this machine, 3 s forked); workers run
             # only the gymnasium env, never torch.
-            return gym.vector.AsyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED, context="fork")
-        return gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
+            vector_env = gym.vector.AsyncVectorEnv(
+                [thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED, context="fork"
+            )
+        else:
+            vector_env = gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
+    check_action_space(vector_env.single_action_space, env_cfg.id, close=vector_env.close)
+    return vector_env
+
+
+@contextmanager
+def construction_errors(env_cfg: EnvConfig):
+    """Whatever building ``env_cfg``'s env raises (a missing extra, bad kwargs, a user constructor that
+    raises) becomes one :class:`UserError` naming the env."""
+    try:
+        yield
+    except UserError:
+        raise
     except DependencyNotInstalled as exc:
         text = str(exc)
         extra = next((name for key, name in EXTRAS.items() if key in text.lower()), None)
@@ -105,6 +122,92 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
         raise UserError(f"'{env_cfg.id}' needs an optional dependency: {fix}") from None
     except TypeError as exc:
         raise UserError(f"cannot construct '{env_cfg.id}' with env.kwargs={env_cfg.kwargs}: {exc}") from None
+    except MemoryError:
+        raise UserError(f"env '{env_cfg.id}': no memory for env.num_envs={env_cfg.num_envs:,}; lower it") from None
+    except Exception as exc:  # the user's constructor (or gymnasium's make) failed
+        raise UserError(f"env '{env_cfg.id}' raised while being built: {type(exc).__name__}: {exc}") from None
+
+
+SUPPORTED_ACTION_SPACES = (gym.spaces.Discrete, gym.spaces.Box)
+
+
+def check_action_space(space: gym.Space, env_id: str, *, close: Callable[[], None] | None = None) -> None:
+    """The algorithms act in ``Discrete`` or ``Box`` spaces; any other is refused here, in one line."""
+    if isinstance(space, SUPPORTED_ACTION_SPACES):
+        return
+    if close is not None:
+        close()
+    raise UserError(
+        f"env '{env_id}' has action space {space}: rlpilot's algorithms act in Discrete or Box spaces; "
+        "wrap the env so it takes one (e.g. a Discrete index over the combinations, or a Box thresholded at 0.5)"
+    )
+
+
+# Collection keeps each frame a few times: the batch TensorDict, the algorithm's minibatch copies and
+# its targets (advantages, returns), so the estimate counts this many batch-sized buffers.
+BATCH_COPIES = 4
+PER_FRAME_EXTRA_BYTES = 64  # action, reward, done flags, log-prob, value: a few numbers a frame
+PER_ENV_BYTES = {"sync": 16 * 1024, "async": 16 * 1024}  # a gymnasium env object (vector backends: arrays)
+
+
+def single_observation_space(env_cfg: EnvConfig) -> gym.Space:
+    """One env's observation space, from one env built for the purpose (and closed)."""
+    if env_cfg.backend == "native":
+        return make_native_vector_env(env_cfg.id, 1, kwargs=env_cfg.kwargs).single_observation_space
+    with construction_errors(env_cfg):
+        single = _make_single(env_cfg)()
+        space = single.observation_space
+        single.close()
+    return space
+
+
+def observation_bytes(env_cfg: EnvConfig) -> int:
+    """Bytes of one observation as the learner holds it (float32; images after resizing, gray scale and
+    frame stacking)."""
+    space = single_observation_space(env_cfg)
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 3:  # [H, W, C] frames
+        height, width, channels = space.shape
+        if env_cfg.frame_size is not None:
+            height = width = env_cfg.frame_size
+        channels = 1 if env_cfg.grayscale else channels
+        return 4 * height * width * channels * env_cfg.frame_stack
+    return 4 * int(gym.spaces.flatdim(space))
+
+
+def memory_estimate(env_cfg: EnvConfig, *, steps_per_env: int, replay_frames: int = 0, eval_envs: int = 0) -> int:
+    """Bytes a run needs for its envs, its collected batches and its replay buffer (an estimate: CarRacing
+    preset ~1 GiB, CartPole presets under 10 MiB)."""
+    per_frame = 2 * observation_bytes(env_cfg) + PER_FRAME_EXTRA_BYTES  # observation and next observation
+    batch = env_cfg.num_envs * steps_per_env * per_frame * BATCH_COPIES
+    per_env = PER_ENV_BYTES.get(env_cfg.backend if env_cfg.id not in NUMPY_VECTOR_ENVS else "numpy", per_frame)
+    return batch + replay_frames * per_frame + (env_cfg.num_envs + eval_envs) * per_env
+
+
+def available_memory() -> int | None:
+    """``MemAvailable`` of /proc/meminfo (bytes), else free physical pages; None when unknown."""
+    try:
+        for line in open("/proc/meminfo"):  # noqa: SIM115
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(env_cfg: EnvConfig, *, steps_per_env: int, replay_frames: int = 0, eval_envs: int = 0) -> None:
+    """Refuses, in one line, a run whose envs and buffers would not fit in memory, before allocating them."""
+    needed = memory_estimate(env_cfg, steps_per_env=steps_per_env, replay_frames=replay_frames, eval_envs=eval_envs)
+    available = available_memory()
+    if available is not None and needed > available:
+        raise UserError(
+            f"env.num_envs={env_cfg.num_envs:,} x {steps_per_env} steps"
+            + (f" (+ a replay buffer of {replay_frames:,} frames)" if replay_frames else "")
+            + f" needs about {needed / 2**30:,.1f} GiB for envs and buffers, {available / 2**30:,.1f} GiB is "
+            "available: lower env.num_envs or the steps per env" + (" or the buffer size" if replay_frames else "")
+        )
 
 
 def _observation_keys(base: GymVectorEnv) -> list:
@@ -139,7 +242,10 @@ def make_env(
         base = NativeEnv(native, one_hot_actions=one_hot)
     else:
         base = GymVectorEnv(
-            make_vector_env(env_cfg, num_envs or env_cfg.num_envs), device=device, one_hot_actions=one_hot
+            make_vector_env(env_cfg, num_envs or env_cfg.num_envs),
+            device=device,
+            one_hot_actions=one_hot,
+            env_id=env_cfg.id,
         )
     transforms = []
     obs_keys = _observation_keys(base)

@@ -21,6 +21,8 @@ from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 from torchrl.envs.libs.gym import _gym_to_torchrl_spec_transform
 
+from rlpilot.errors import UserError
+
 
 class CartPoleVectorEnvNoAutoreset(CartPoleVectorEnv):
     """gymnasium's numpy CartPole (one array op per step for all envs) with autoreset DISABLED.
@@ -90,13 +92,19 @@ class GymVectorEnv(EnvBase):
     """
 
     def __init__(
-        self, vector_env: gym.vector.VectorEnv, *, device: torch.device | str = "cpu", one_hot_actions: bool = False
+        self,
+        vector_env: gym.vector.VectorEnv,
+        *,
+        device: torch.device | str = "cpu",
+        one_hot_actions: bool = False,
+        env_id: str = "the env",
     ):
         mode = vector_env.metadata.get("autoreset_mode")
         if mode != AutoresetMode.DISABLED:
             raise ValueError(f"GymVectorEnv needs autoreset_mode=DISABLED, got {mode}")
         super().__init__(batch_size=torch.Size([vector_env.num_envs]), device=device)
         self.vector_env = vector_env
+        self.env_id = env_id
         self.num_envs = vector_env.num_envs
         self._dict_obs = isinstance(vector_env.single_observation_space, gym.spaces.Dict)
         set_batched_specs(self, vector_env, one_hot_actions=one_hot_actions)
@@ -120,10 +128,10 @@ class GymVectorEnv(EnvBase):
         reset_mask = None if tensordict is None else tensordict.get("_reset", None)
         if reset_mask is not None and not bool(reset_mask.all()):
             options = {"reset_mask": reset_mask.view(-1).cpu().numpy()}
-            obs, _ = self.vector_env.reset(options=options)
+            obs = self._reset_vector(options=options)
         else:
             seed, self._seed = self._seed, None  # a fresh seed applies to the next full reset only
-            obs, _ = self.vector_env.reset(seed=seed)
+            obs = self._reset_vector(seed=seed)
         falses = np.zeros(self.num_envs, dtype=bool)
         return TensorDict({**self._obs_td(obs), **self._done_entries(falses, falses)}, batch_size=self.batch_size)
 
@@ -148,8 +156,45 @@ class GymVectorEnv(EnvBase):
         self._seed = seed
         self.vector_env.action_space.seed(seed)
         # gymnasium seeds sub-envs as seed, seed+1, ...; the next full reset applies it.
-        self.vector_env.reset(seed=seed)
+        self._reset_vector(seed=seed)
+
+    def _reset_vector(self, **kwargs) -> Any:
+        return reset_checked(self.vector_env, self.env_id, **kwargs)
 
     def close(self, *, raise_if_closed: bool = True) -> None:  # noqa: D102
         self.vector_env.close()
         super().close(raise_if_closed=raise_if_closed)
+
+
+def reset_checked(vector_env: gym.vector.VectorEnv, env_id: str, **kwargs) -> Any:
+    """``vector_env.reset(**kwargs)``'s observations. A user env that raises there, or returns observations of
+    another shape than its ``observation_space``, is one :class:`UserError` naming the env and the problem."""
+    space = vector_env.single_observation_space
+    try:
+        obs, _ = vector_env.reset(**kwargs)
+    except Exception as exc:
+        shape = _single_reset_shape(vector_env)
+        if shape is not None and isinstance(space, gym.spaces.Box) and shape != space.shape:
+            raise UserError(_shape_problem(env_id, shape, space)) from None
+        raise UserError(f"env '{env_id}' raised during reset: {type(exc).__name__}: {exc}") from None
+    if isinstance(space, gym.spaces.Box) and tuple(np.shape(obs)[1:]) != space.shape:
+        raise UserError(_shape_problem(env_id, tuple(np.shape(obs)[1:]), space))
+    return obs
+
+
+def _single_reset_shape(vector_env: gym.vector.VectorEnv) -> tuple | None:
+    """Why a vector reset failed: the shape one sub-env's reset returns (SyncVectorEnv only)."""
+    envs = getattr(vector_env, "envs", None)
+    if not envs:
+        return None
+    try:
+        return tuple(np.shape(envs[0].reset()[0]))
+    except Exception:
+        return None
+
+
+def _shape_problem(env_id: str, shape: tuple, space: gym.spaces.Box) -> str:
+    return (
+        f"env '{env_id}': reset returns observations of shape {shape} but its observation_space "
+        f"is {space}: make reset and step return what observation_space declares"
+    )

@@ -43,6 +43,20 @@ def solved_threshold(config: Config) -> float | None:
     return None if env_id is None else registry.registered_spec(env_id).reward_threshold
 
 
+def check_memory(config: Config) -> None:
+    """A control run's envs, collected batch and replay buffer must fit in the memory available now
+    (``rlpilot.envs.memory_estimate``); otherwise one line, before anything is allocated."""
+    from rlpilot.envs import check_memory as check_env_memory
+
+    algo = config.algo_config
+    check_env_memory(
+        config.env,
+        steps_per_env=getattr(algo, "steps_per_env", 1),
+        replay_frames=getattr(algo, "buffer_size", 0),
+        eval_envs=config.train.eval_episodes,
+    )
+
+
 def count_resume(run: Run, frames: int) -> int:
     """Records a resume where it happens (meta.json and an event, before anything is built), so a resume
     killed before its first checkpoint is still counted; returns the number of resumes so far."""

@@ -34,6 +34,8 @@ def train(
 ) -> Run:
     """Trains ``config`` in a new run directory; the returned :class:`Run` says how it ended."""
     config.validate()
+    if config.kind == "control":  # envs and buffers that cannot fit are refused before anything is allocated
+        lifecycle.check_memory(config)
     run = Run.create(config, root=run_root, path=run_dir)  # holds the run's lock until the end
     try:
         return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose)
@@ -56,6 +58,7 @@ def resume(
         config = run.config()
         saved = run.load_checkpoint("last")
         lifecycle.check_compatible(saved, config, run)
+        run.check_readable()  # a damaged meta.json, metrics.csv or events.jsonl: refused, nothing is written
         status = run.meta().get("status")
         budget_left = (total_frames or config.train.total_frames) > saved["frames"]
         if status == "finished" and not budget_left or status == "solved" and total_frames is None:
@@ -88,6 +91,7 @@ def _train(config: Config, run: Run, *, checkpoint: dict | None, show_progress: 
     if checkpoint:
         torch.set_rng_state(checkpoint["torch_rng"])
         run.truncate_metrics(after_frames=progress.frames)
+        run.truncate_events(after_frames=progress.frames)
     run.update_meta(status="running", solved_at=threshold, device=str(device), resumes=resumes, **trainable.facts())
     try:
         Loop(config, run, trainable, progress, threshold, show_progress=show_progress, verbose=verbose).run()

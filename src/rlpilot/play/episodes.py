@@ -14,9 +14,10 @@ from torchrl.envs import TransformedEnv
 
 from rlpilot.config import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
-from rlpilot.envs import make_env
+from rlpilot.envs import make_env, single_observation_space
 from rlpilot.errors import UserError
-from rlpilot.play.load import load_artifact, load_policy
+from rlpilot.play.load import check_signature_fits, load_artifact, load_policy
+from rlpilot.registry import resolve_env
 from rlpilot.runs import atomic_write, load_run
 
 
@@ -65,10 +66,15 @@ def playable(path: str | Path, checkpoint: str = "last", controller: str | None 
         env = signature["env"]
         env_config = EnvConfig(
             id=env["id"],
-            kwargs=env["kwargs"],
-            max_episode_steps=env["max_episode_steps"],
+            kwargs=env.get("kwargs", {}),
+            max_episode_steps=env.get("max_episode_steps"),
             action_encoding=env.get("action_encoding", "categorical"),
         )
+        try:
+            resolve_env(env_config.id)  # an env that does not exist (here): one line naming it
+        except UserError as exc:
+            raise UserError(f"{path.name}.json names an env that cannot be built here: {exc}") from None
+        check_signature_fits(signature, f"{path.name}.json", single_observation_space(env_config))
 
         def act(observation: torch.Tensor) -> torch.Tensor:
             return torch.as_tensor(run_artifact(observation.numpy()))

@@ -58,22 +58,71 @@ def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
 
 
 def load_artifact(path: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray], dict]:
-    """The artifact as a numpy function, and its signature. onnx runs on onnxruntime (no torch needed)."""
+    """The artifact as a numpy function, and its signature. onnx runs on onnxruntime (no torch needed).
+    A damaged signature or artifact is a :class:`UserError` naming the file."""
     path = Path(path)
     signature_path = path.with_name(path.name + ".json")
     if not path.is_file() or not signature_path.is_file():
         raise UserError(f"{path} is not an exported policy (needs the file and {signature_path.name} beside it)")
-    signature = json.loads(signature_path.read_text())
+    signature = read_signature(signature_path)
     fmt = signature["format"]
-    if fmt == "onnx":
-        import onnxruntime
+    try:
+        if fmt == "onnx":
+            import onnxruntime
 
-        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        return (lambda obs: session.run(None, {"observation": np.asarray(obs, np.float32)})[0]), signature
-    module = torch.export.load(str(path)).module() if fmt == "pt2" else torch.jit.load(str(path))
+            session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            return (lambda obs: session.run(None, {"observation": np.asarray(obs, np.float32)})[0]), signature
+        module = torch.export.load(str(path)).module() if fmt == "pt2" else torch.jit.load(str(path))
+    except ImportError:
+        raise UserError(f"{path}: running an onnx policy needs onnxruntime: pip install 'rlpilot[export]'") from None
+    except Exception as exc:  # truncated, overwritten, or another kind of file under the artifact's name
+        raise UserError(
+            f"{path} cannot be loaded as a {fmt} policy ({type(exc).__name__}); export it again (rlpilot export RUN)"
+        ) from None
 
     def run(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
             return module(torch.as_tensor(np.asarray(obs, np.float32))).numpy()
 
     return run, signature
+
+
+SIGNATURE_FORMATS = ("onnx", "pt2", "torchscript")
+
+
+def read_signature(path: Path) -> dict:
+    """The JSON signature ``rlpilot export`` writes beside an artifact, checked for what eval reads."""
+    try:
+        signature = json.loads(path.read_text())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"{path} is not valid JSON (truncated or overwritten: {exc}); export the run again") from None
+    env = signature.get("env") if isinstance(signature, dict) else None
+    if (
+        not isinstance(env, dict)
+        or signature.get("format") not in SIGNATURE_FORMATS
+        or not isinstance(env.get("id"), str)
+        or not isinstance(env.get("kwargs", {}), dict)
+    ):
+        raise UserError(
+            f"{path} is not an rlpilot export signature (needs format and env.id, env.kwargs); export the run again"
+        )
+    return signature
+
+
+def check_signature_fits(signature: dict, signature_name: str, observation_space) -> None:
+    """The artifact's declared input (``[batch, n]``) must be the size of the env's flat observation."""
+    import gymnasium as gym
+
+    try:
+        width = signature["inputs"][0]["shape"][1:]
+    except (KeyError, IndexError, TypeError):
+        return
+    image = isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) > 1
+    if len(width) != 1 or not isinstance(width[0], int) or image:
+        return
+    expected = gym.spaces.flatdim(observation_space)
+    if width[0] != expected:
+        raise UserError(
+            f"{signature_name} says env '{signature['env']['id']}', whose observations have {expected} numbers, "
+            f"but the policy takes {width[0]}: the signature does not belong to this artifact; export the run again"
+        )
