@@ -298,6 +298,21 @@ CASES = {
             "rows": columns(train__reward_mean=-6.0, sac__alpha=2.0, sac__entropy=1.0, q__mean=-2000.0),
         },
     ),
+    "q_diverging_undiscounted": Case(  # gamma 1: the horizon is the time limit (200 steps), not 1 / (1 - gamma)
+        "q_diverging",
+        "warning",
+        ("horizon_steps", 200.0),
+        {
+            "cfg": config("td3", td3={"gamma": 1.0, "tau": 1.0}),
+            **BOX,
+            "rows": columns(train__reward_mean=-6.0, q__mean=-5000.0),
+        },
+        {
+            "cfg": config("td3", td3={"gamma": 1.0, "tau": 1.0}),
+            **BOX,
+            "rows": columns(train__reward_mean=-6.0, q__mean=-3000.0),
+        },
+    ),
     "critic_loss_blowup": Case(
         "critic_loss_blowup",
         "warning",
@@ -426,6 +441,7 @@ def test_every_rule_fires_in_some_case(tmp_path):
         ("temperature_collapsed", "--set sac.target_entropy=auto --set sac.alpha_init=0.1"),
         ("temperature_exploding", "--set sac.target_entropy=auto"),
         ("q_diverging", "--set td3.lr=0.0001"),
+        ("q_diverging_undiscounted", "--set td3.gamma=0.99 --set td3.tau=0.005"),
         ("critic_loss_blowup", "--set sac.lr=3e-05"),
     ],
 )

@@ -25,6 +25,13 @@ ALPHA_EXPLODED = 10.0
 """``sac/alpha`` above this (and 10x its first value): entropy outweighs any per-step reward of order 1."""
 Q_OVER_BOUND = 3.0
 """``|q/mean|`` this many times :func:`return_bound`: the critic values what the rewards cannot pay."""
+TD_ERROR_OVER_BOUND = 0.25
+"""RMS TD error per critic above this share of :func:`return_bound`: healthy runs sit near 0.1-1% of it
+(Pendulum: ~1.4 against ~1,000). Not higher: the guard skips updates whose loss passes
+``guard.max_loss`` (1e6, an RMS TD error of ~700), so a blow-up past the bound itself is mostly
+skipped rather than logged."""
+MIN_ROWS = 3
+"""Rows with a critic metric before the critic rules read them (Pendulum presets log every 1,000 frames)."""
 AT_BOUND_SHARE = 0.9
 """Median share of greedy action components at a bound (``action/at_bound``) in the last quarter."""
 
@@ -63,6 +70,14 @@ def return_bound(v: RunView) -> tuple[float, dict[str, float]] | None:
         "horizon_steps": horizon,
         "discounted_return_bound": bound,
     }
+
+
+def critic_fix(v: RunView) -> str:
+    """What to change for a diverging critic: an undiscounted target or targets that do not lag first
+    (each alone lets Q grow without bound), else the learning rate."""
+    algo, cfg = v.config.algo, v.config.algo_config
+    changes = ([f"{algo}.gamma=0.99"] if cfg.gamma > 0.999 else []) + ([f"{algo}.tau=0.005"] if cfg.tau > 0.1 else [])
+    return v.cmd(*changes) if changes else v.cmd_lower_lr()
 
 
 def rule_temperature(v: RunView) -> list[Finding]:
@@ -112,7 +127,7 @@ def rule_q_diverging(v: RunView) -> list[Finding]:
     """The critics' mean Q far outside what the discounted training returns can be (:func:`return_bound`)."""
     _, q = v.present("q/mean")
     bounded = return_bound(v)
-    if len(q) < 4 or bounded is None or v.did_well:
+    if len(q) < MIN_ROWS or bounded is None or v.did_well:
         return []
     bound, parts = bounded
     late = float(np.median(tail(q)))
@@ -126,30 +141,36 @@ def rule_q_diverging(v: RunView) -> list[Finding]:
             evidence={"q_mean_last_quarter_median": late, **parts, "ratio": abs(late) / bound},
             cause="the critics bootstrap on their own overestimates and diverge (learning rate too high, "
             "targets moving too fast, or gamma too close to 1)",
-            fix=v.cmd_lower_lr(),
+            fix=critic_fix(v),
         )
     ]
 
 
 def rule_critic_loss_blowup(v: RunView) -> list[Finding]:
-    """RMS TD error per critic (``sqrt(loss/critic / 2)``) larger than any discounted return."""
+    """RMS TD error per critic (``sqrt(loss/critic / 2)``) a quarter of the largest discounted return."""
     _, loss = v.present("loss/critic")
     bounded = return_bound(v)
-    if len(loss) < 4 or bounded is None or v.did_well:
+    if len(loss) < MIN_ROWS or bounded is None or v.did_well:
         return []
     bound, parts = bounded
     td_rms = math.sqrt(max(float(np.median(tail(loss))), 0.0) / 2)  # the loss sums the two critics' MSEs
-    if td_rms <= bound:
+    if td_rms <= TD_ERROR_OVER_BOUND * bound:
         return []
     return [
         Finding(
             rule="critic_loss_blowup",
             severity="warning",
-            title=f"the critics miss their targets by {td_rms:.3g} (RMS), more than any discounted return",
-            evidence={"td_error_rms_last_quarter": td_rms, "loss_critic_last_quarter_median": td_rms**2 * 2, **parts},
+            title=f"the critics miss their targets by {td_rms:.3g} (RMS), {td_rms / bound:.0%} of the largest "
+            "discounted return",
+            evidence={
+                "td_error_rms_last_quarter": td_rms,
+                "loss_critic_last_quarter_median": td_rms**2 * 2,
+                **parts,
+                "ratio": td_rms / bound,
+            },
             cause="the critic loss blew up: Q targets chase the critics' own growing errors (learning rate too "
-            "high, or rewards too large for the network: scale them)",
-            fix=v.cmd_lower_lr(),
+            "high, targets moving too fast, gamma too close to 1, or rewards too large for the network: scale them)",
+            fix=critic_fix(v),
         )
     ]
 
