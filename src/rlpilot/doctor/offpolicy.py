@@ -2,9 +2,9 @@
 
 They read the metrics ``rlpilot.control.algos.offpolicy`` logs (``sac/alpha``, ``sac/entropy``,
 ``q/mean``, ``loss/critic``, ``action/at_bound``) and the reward metrics every control run logs.
-The yardstick for the critics is :func:`return_bound`; thresholds and their reasoning are in
-docs/doctor.md and docs/sac-td3.md. SAC and TD3 runs get these and the control rules
-(:data:`RULES`).
+The yardstick for the critics is :func:`return_bound`; thresholds are documented where they are
+defined below, and the real broken runs that show each rule are in docs/sac-td3.md. SAC and TD3 runs
+get these and the control rules (:data:`RULES`).
 """
 
 from __future__ import annotations
