@@ -6,6 +6,7 @@ Measured frames and seconds to solve (-200) per seed are in docs/sac-td3.md.
 import pytest
 
 from rlpilot.config import load_config
+from rlpilot.doctor import diagnose
 from rlpilot.loop.trainer import train
 
 
@@ -16,3 +17,8 @@ def test_pendulum_swings_up(preset, tmp_path):
     run = train(load_config(preset, overrides=overrides), run_root=str(tmp_path), show_progress=False)
     assert run.status == "solved", run.meta()
     assert run.best_eval >= -250
+    # a solved run gets no warnings or errors (most rules wait for a run not doing well; the guard and
+    # non-finite rules do not)
+    diagnosis = diagnose(run.path)
+    assert diagnosis.errors == diagnosis.warnings == 0, diagnosis.render()
+    assert "action/at_bound" in run.metrics()[-1]

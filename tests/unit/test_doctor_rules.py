@@ -14,7 +14,7 @@ import pytest
 
 import rlpilot
 from rlpilot.config import Config, TrainConfig
-from rlpilot.doctor import RULES_BY_ALGO, control, diagnose, llm, rules_for
+from rlpilot.doctor import RULES_BY_ALGO, control, diagnose, llm, offpolicy, rules_for
 from rlpilot.doctor.common import rule_nonfinite_normalization
 from rlpilot.doctor.view import RunView
 from rlpilot.findings import Finding, render_finding
@@ -23,6 +23,8 @@ from rlpilot.runs import Run, load_run
 ROWS, FRAMES_PER_ROW = 12, 1024
 BUDGET = ROWS * FRAMES_PER_ROW
 DISCRETE = {"action": {"type": "discrete", "n": 2}, "max_episode_steps": 500}
+BOX = {"meta": {"solved_at": -200.0, "env_facts": {"action": {"type": "box", "dim": 1}, "max_episode_steps": 200}}}
+"""A Pendulum-like SAC/TD3 run: rewards about -6 a step, gamma 0.99, so no discounted return exceeds ~600."""
 
 
 def config(algo: str = "ppo", **sections: dict[str, Any]) -> Config:
@@ -240,6 +242,98 @@ CASES = {
         {"rows": columns(train__episode_length=500.0)},
         {"rows": columns(train__episode_length=[500.0, 120.0] * 6)},
     ),
+    # -- off-policy (SAC, TD3) ---------------------------------------------------------------------
+    "loss_rising_sac": Case(
+        "loss_rising",
+        "warning",
+        ("metric", "loss/critic"),
+        {"cfg": config("sac"), **BOX, "rows": columns(loss__critic=[1.0] * 9 + [50.0] * 3)},
+        {  # DQN's key rising does not count for SAC
+            "cfg": config("sac"),
+            **BOX,
+            "rows": columns(loss__critic=[1.0] * 9 + [5.0] * 3, loss__td=[1.0] * 9 + [50.0] * 3),
+        },
+    ),
+    "temperature_collapsed": Case(
+        "temperature_collapsed",
+        "warning",
+        ("alpha_last", 1e-6),
+        {
+            "cfg": config("sac", sac={"target_entropy": -50.0, "alpha_init": 1e-3}),
+            **BOX,
+            "rows": columns(sac__alpha=[1e-3 / 2**i for i in range(11)] + [1e-6], sac__entropy=0.5),
+        },
+        {"cfg": config("sac"), **BOX, "rows": columns(sac__alpha=[1.0 / 1.3**i for i in range(12)], sac__entropy=-1.0)},
+    ),
+    "temperature_exploding": Case(
+        "temperature_exploding",
+        "warning",
+        ("sac.target_entropy", 5.0),
+        {
+            "cfg": config("sac", sac={"target_entropy": 5.0}),
+            **BOX,
+            "rows": columns(sac__alpha=[2.0**i for i in range(12)], sac__entropy=1.3),
+        },
+        {"cfg": config("sac", sac={"target_entropy": 5.0}), **BOX, "rows": columns(sac__alpha=2.0, sac__entropy=1.3)},
+    ),
+    "q_diverging": Case(
+        "q_diverging",
+        "warning",
+        ("q_mean_last_quarter_median", -5000.0),
+        {"cfg": config("td3"), **BOX, "rows": columns(train__reward_mean=-6.0, q__mean=[-100.0] * 6 + [-5000.0] * 6)},
+        {"cfg": config("td3"), **BOX, "rows": columns(train__reward_mean=-6.0, q__mean=[-100.0] * 6 + [-500.0] * 6)},
+    ),
+    "q_diverging_soft": Case(  # SAC's soft Q carries the entropy bonus: alpha x entropy per step widens the bound
+        "q_diverging",
+        "warning",
+        ("entropy_bonus_per_step_max", 2.0),
+        {
+            "cfg": config("sac"),
+            **BOX,
+            "rows": columns(train__reward_mean=-6.0, sac__alpha=2.0, sac__entropy=1.0, q__mean=-3000.0),
+        },
+        {
+            "cfg": config("sac"),
+            **BOX,
+            "rows": columns(train__reward_mean=-6.0, sac__alpha=2.0, sac__entropy=1.0, q__mean=-2000.0),
+        },
+    ),
+    "q_diverging_undiscounted": Case(  # gamma 1: the horizon is the time limit (200 steps), not 1 / (1 - gamma)
+        "q_diverging",
+        "warning",
+        ("horizon_steps", 200.0),
+        {
+            "cfg": config("td3", td3={"gamma": 1.0, "tau": 1.0}),
+            **BOX,
+            "rows": columns(train__reward_mean=-6.0, q__mean=-5000.0),
+        },
+        {
+            "cfg": config("td3", td3={"gamma": 1.0, "tau": 1.0}),
+            **BOX,
+            "rows": columns(train__reward_mean=-6.0, q__mean=-3000.0),
+        },
+    ),
+    "critic_loss_blowup": Case(
+        "critic_loss_blowup",
+        "warning",
+        ("td_error_rms_last_quarter", 1000.0),
+        {"cfg": config("sac"), **BOX, "rows": columns(train__reward_mean=-6.0, loss__critic=[50.0] * 6 + [2e6] * 6)},
+        {"cfg": config("sac"), **BOX, "rows": columns(train__reward_mean=-6.0, loss__critic=[50.0] * 6 + [2e4] * 6)},
+    ),
+    "actions_at_bounds": Case(
+        "actions_at_bounds",
+        "warning",
+        ("at_bound_share_last_quarter", 1.0),
+        {"cfg": config("td3"), **BOX, "rows": columns(action__at_bound=[0.1] * 6 + [1.0] * 6)},
+        {"cfg": config("td3"), **BOX, "rows": columns(action__at_bound=[0.1] * 6 + [0.5] * 6)},
+    ),
+    "actions_at_bounds_solved": Case(  # a bang-bang policy that solves (MountainCar) is not nagged
+        "actions_at_bounds",
+        "warning",
+        ("at_bound_share_last_quarter", 1.0),
+        {"cfg": config("sac"), **BOX, "rows": columns(action__at_bound=1.0)},
+        {"cfg": config("sac"), "meta": {**BOX["meta"], "status": "solved"}, "rows": columns(action__at_bound=1.0)},
+    ),
     # -- LLM (GRPO) -----------------------------------------------------------------------------
     "kl_blowup": Case(
         "kl_blowup",
@@ -344,6 +438,11 @@ def test_every_rule_fires_in_some_case(tmp_path):
         ("reward_flat", "llm.sft_steps=120"),
         ("no_progress_llm", "llm.sft_steps=120"),
         ("nonfinite_metrics_llm", "--set grpo.lr=0.0001"),
+        ("temperature_collapsed", "--set sac.target_entropy=auto --set sac.alpha_init=0.1"),
+        ("temperature_exploding", "--set sac.target_entropy=auto"),
+        ("q_diverging", "--set td3.lr=0.0001"),
+        ("q_diverging_undiscounted", "--set td3.gamma=0.99 --set td3.tau=0.005"),
+        ("critic_loss_blowup", "--set sac.lr=3e-05"),
     ],
 )
 def test_fix_names_the_change(case, text, tmp_path):
@@ -392,7 +491,10 @@ def test_checkpoint_is_not_opened_without_normalisation(tmp_path, monkeypatch):
 # -- registry, did_well, report ---------------------------------------------------------------------------
 def test_registry_maps_algorithms_to_rule_lists():
     assert rules_for("grpo") is llm.RULES and rules_for("ppo") is rules_for("dqn") is control.RULES
-    assert rules_for("sac") is control.RULES  # an algorithm without its own list gets the control rules
+    # an algorithm without its own list gets the control rules (SAC and TD3 have their own since issue 17)
+    assert rules_for("a2c") is control.RULES
+    assert rules_for("sac") is rules_for("td3") is offpolicy.RULES
+    assert set(control.RULES) < set(offpolicy.RULES)  # SAC and TD3 keep every control rule
 
 
 def test_llm_runs_do_not_get_control_rules(tmp_path):

@@ -8,8 +8,8 @@ end), so a healthy run is not nagged. Which rules a run gets depends on its algo
 ``Diagnosis.to_json``.
 
 Layers: ``view`` (the run shaped for rules) <- ``common`` (rules for every run) <- ``control`` and
-``llm`` (rules per kind of run) <- this module (the registry and the report). Reading a run never
-imports torch or a module named in its config.
+``llm`` (rules per kind of run) <- ``offpolicy`` (SAC's and TD3's, added to the control rules) <- this
+module (the registry and the report). Reading a run never imports torch or a module named in its config.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rlpilot.doctor import control, llm
+from rlpilot.doctor import control, llm, offpolicy
 from rlpilot.doctor.view import Rule, RunView
 from rlpilot.findings import Finding, by_severity, count, render_finding
 from rlpilot.runs import load_run
@@ -27,6 +27,8 @@ SCHEMA_VERSION = 1
 RULES_BY_ALGO: dict[str, list[Rule]] = {
     "ppo": control.RULES,
     "dqn": control.RULES,
+    "sac": offpolicy.RULES,  # the control rules, then temperature, critics against returns, saturated actions
+    "td3": offpolicy.RULES,
     "grpo": llm.RULES,  # a language model: rules about envs and critics do not apply
 }
 """The rules each algorithm's runs get; an algorithm not listed gets the control rules."""

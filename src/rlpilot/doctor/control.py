@@ -22,7 +22,7 @@ from rlpilot.findings import Finding
 
 
 def rule_loss_rising(v: RunView) -> list[Finding]:
-    key = "loss/critic" if v.config.algo == "ppo" else "loss/td"
+    key = "loss/td" if v.config.algo == "dqn" else "loss/critic"  # DQN's TD loss; PPO's, SAC's, TD3's critics
     _, loss = v.present(key)
     if len(loss) < 8 or v.did_well:
         return []

@@ -22,6 +22,10 @@ from rlpilot.control.models import action_kind, mlp, observation_size
 from rlpilot.errors import UserError
 from rlpilot.guard import Guard
 
+AT_BOUND_SHARE_OF_WIDTH = 0.01
+"""An action component this close to ``low`` or ``high`` (as a share of the Box's width) counts as at
+a bound in ``action/at_bound``."""
+
 STORED_KEYS = (
     "observation",
     "action",
@@ -106,6 +110,7 @@ class OffPolicyContinuous(ABC):
         self.low = spec.space.low.float()
         self.high = spec.space.high.float()
         self.half_width = (self.high - self.low) / 2
+        self.near_bound = AT_BOUND_SHARE_OF_WIDTH * (self.high - self.low)
         self.obs_dim = observation_size(env.observation_spec)
         self.action_dim = int(spec.shape[-1])
         self.replay = Replay(cfg.buffer_size, device)
@@ -136,15 +141,16 @@ class OffPolicyContinuous(ABC):
         self.frames = frames
         self.replay.extend(batch)
         metrics = {"buffer/size": float(len(self.replay))}
+        at_bound = self.greedy_at_bound(batch["observation"])
         if frames < cfg.learning_starts:
-            return metrics
+            return {**metrics, "action/at_bound": float(at_bound)}
         lr = cfg.lr * self.guard.lr_scale
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         updates = max(1, round(batch.numel() * cfg.updates_per_frame))
-        sums: dict[str, torch.Tensor] = {}
-        counts: dict[str, int] = {}
+        sums: dict[str, torch.Tensor] = {"action/at_bound": at_bound}
+        counts: dict[str, int] = {"action/at_bound": 1}
         skipped = 0
         for sample in self.replay.minibatches(cfg.batch_size, updates):
             self.updates += 1
@@ -158,7 +164,7 @@ class OffPolicyContinuous(ABC):
             for name, value in stats.items():
                 sums[name] = sums[name] + value if name in sums else value
                 counts[name] = counts.get(name, 0) + 1
-        if sums:  # one host sync for the whole phase
+        if sums:  # one host sync for the whole phase (the collected batch's action statistic included)
             values = torch.stack([sums[name] / counts[name] for name in sums]).tolist()
             metrics.update(zip(sums, values))
         metrics.update(self.phase_metrics())
@@ -166,6 +172,16 @@ class OffPolicyContinuous(ABC):
         if skipped:
             metrics["guard/skipped_updates"] = float(skipped)
         return metrics
+
+    @torch.no_grad()
+    def greedy_at_bound(self, observation: torch.Tensor) -> torch.Tensor:
+        """Share of the greedy action components, on the collected batch's observations, within 1% of the
+        Box's width from a bound: one actor forward per batch (not per env step), read in the phase's
+        one host sync. Greedy, not collected, actions: SAC's samples crowd the bounds whenever its std
+        is wide, and TD3's noise clipped into the Box hides a pinned actor half the time. A policy
+        pinned at the bounds (a saturated tanh) shows here before its returns explain why."""
+        action = self.greedy_module(observation.reshape(-1, observation.shape[-1]))
+        return ((action - self.low <= self.near_bound) | (self.high - action <= self.near_bound)).float().mean()
 
     @abstractmethod
     def losses(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
