@@ -1,0 +1,204 @@
+"""Accelerated soak with faults: one run trained for ``--minutes`` while faults are injected at random times.
+
+The run: PPO on CartPole (8 gymnasium envs, ``soak_envs:NaNBurstCartPole``: every env step has a small
+chance of returning a NaN observation, so the NaN guard is exercised all along), budget unbounded, solving
+disabled. Every 2-5 minutes (seeded) one fault, in turn:
+
+- ``sigkill``: SIGKILL, then ``rlpilot train --resume``;
+- ``sigterm``: SIGTERM (must exit 143, status ``interrupted``), then resume;
+- ``write_error``: the running process is replaced by a resume whose file-size limit (``RLIMIT_FSIZE``) is
+  below the next checkpoint's size, so a checkpoint write fails (EFBIG) mid-run; then a normal resume;
+- ``second_writer``: a second ``train --resume`` while the run trains: must be refused (exit 2, one line).
+
+At the end: frames in metrics.csv strictly increasing (no duplicated row), every restart accounted for by a
+``resume`` event and ``meta.json``'s ``resumes``, resident memory of each process after its warm-up
+(growth < 10%), the NaN events, and the final greedy return over 100 episodes (``rlpilot eval``; CartPole's
+maximum is 500, which an uninterrupted ppo-cartpole run holds once trained this long).
+
+    python benchmarks/fault_soak.py --minutes 60 --out benchmarks/results/fault_soak-DATE.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import stamp  # noqa: E402
+
+FAULTS = ("sigkill", "sigterm", "write_error", "second_writer")
+SETTINGS = [
+    "env.num_envs=8",
+    "train.stop_when_solved=false",
+    "train.total_frames=10000000000",
+    "train.checkpoint_every_frames=32768",
+    "train.log_every_frames=16384",
+    "train.eval_every_frames=65536",
+]
+
+
+def cli(*args: str, limit_bytes: int | None = None) -> subprocess.Popen:
+    def limit() -> None:
+        if limit_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    env = {**os.environ, "PYTHONPATH": f"{HERE.parent / 'src'}:{HERE}"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlpilot.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE,
+        env=env,
+        preexec_fn=limit,
+    )
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def logged_frames(run_dir: Path) -> list[float]:
+    try:
+        lines = (run_dir / "metrics.csv").read_text().strip().splitlines()[1:]
+    except OSError:
+        return []
+    return [float(line.split(",")[0]) for line in lines if line]
+
+
+def wait_training(run_dir: Path, process: subprocess.Popen, after: float, timeout: float = 180) -> None:
+    """Until the process has logged a row past ``after`` frames (it is in the loop, signals handled)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        frames = logged_frames(run_dir)
+        if frames and frames[-1] > after:
+            return
+        if process.poll() is not None:
+            raise SystemExit(f"the run exited: {process.stderr.read()[-2000:]}")
+        time.sleep(0.5)
+    raise SystemExit("the run did not log past its checkpoint in time")
+
+
+def checkpoint_frames(run_dir: Path) -> float:
+    import torch
+
+    return float(torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["frames"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--fault-every", type=float, nargs=2, default=(120.0, 300.0), metavar=("MIN", "MAX"), help="seconds"
+    )
+    parser.add_argument("--out", help="result file (stamped; JSON beside it)")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    lines = stamp.header()
+    run_dir = Path(tempfile.mkdtemp(prefix="fault-soak-")) / "run"
+    sets = [item for setting in SETTINGS for item in ("--set", setting)]
+    process = cli("train", "ppo", "soak_envs:NaNBurstCartPole", "--run-dir", str(run_dir), "-q", *sets)
+    start = time.time()
+    wait_training(run_dir, process, after=0)
+    log: list[dict] = []
+    rss: dict[int, list[float]] = {}
+    restarts = 0
+    fault_index = 0
+    next_fault = time.time() + rng.uniform(*args.fault_every)
+    while time.time() - start < args.minutes * 60:
+        time.sleep(5)
+        value = rss_mb(process.pid)
+        if value is not None:
+            rss.setdefault(process.pid, []).append(value)
+        if process.poll() is not None:
+            raise SystemExit(f"the run exited on its own: {process.stderr.read()[-2000:]}")
+        if time.time() < next_fault:
+            continue
+        fault = FAULTS[fault_index % len(FAULTS)]
+        fault_index += 1
+        event = {"fault": fault, "minute": round((time.time() - start) / 60, 2), "frames": logged_frames(run_dir)[-1]}
+        if fault == "second_writer":
+            second = cli("train", "--resume", str(run_dir), "-q")
+            _, stderr = second.communicate(timeout=300)
+            event.update(exit=second.returncode, stderr=stderr.strip())
+            assert second.returncode == 2 and len(stderr.strip().splitlines()) == 1, stderr
+        else:
+            process.send_signal(signal.SIGTERM if fault == "sigterm" else signal.SIGKILL)
+            stdout, stderr = process.communicate(timeout=300)
+            event["exit"] = process.returncode
+            if fault == "sigterm":
+                assert process.returncode == 143, stderr
+            if fault == "write_error":  # a resume that cannot write its next checkpoint
+                size = (run_dir / "checkpoints" / "last.pt").stat().st_size
+                failing = cli("train", "--resume", str(run_dir), "-q", limit_bytes=size // 2)
+                _, stderr = failing.communicate(timeout=600)
+                meta = json.loads((run_dir / "meta.json").read_text())
+                event.update(write_error_exit=failing.returncode, status=meta["status"], reason=meta.get("reason"))
+                restarts += 1
+            restarts += 1
+            resumed_from = checkpoint_frames(run_dir)
+            process = cli("train", "--resume", str(run_dir), "-q")
+            wait_training(run_dir, process, after=resumed_from)
+        log.append(event)
+        print(json.dumps(event), flush=True)
+        next_fault = time.time() + rng.uniform(*args.fault_every)
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=300)
+    report(run_dir, log, rss, restarts, lines, args)
+
+
+def report(run_dir: Path, log: list[dict], rss: dict[int, list[float]], restarts: int, lines: list[str], args) -> None:
+    frames = logged_frames(run_dir)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    resumes = sum(e["event"] == "resume" for e in events)
+    nan_events = sum(e["event"] == "nonfinite_observation" for e in events)
+    growth = {
+        pid: 100 * (max(values[len(values) // 5 :]) - values[len(values) // 5]) / values[len(values) // 5]
+        for pid, values in rss.items()
+        if len(values) >= 10
+    }
+    stdout, _ = cli("eval", str(run_dir), "--episodes", "100").communicate(timeout=600)
+    evaluation = stdout.splitlines()[0] if stdout else "eval failed"
+    summary = {
+        "minutes": args.minutes,
+        "faults": log,
+        "frames": frames[-1] if frames else 0,
+        "rows": len(frames),
+        "frames_strictly_increasing": all(b > a for a, b in zip(frames, frames[1:])),
+        "restarts": restarts,
+        "resume_events": resumes,
+        "meta_resumes": meta.get("resumes"),
+        "nonfinite_observation_events": nan_events,
+        "rss_growth_percent_per_process": growth,
+        "final_status": meta["status"],
+        "final_eval_100_episodes": evaluation,
+    }
+    lines += [f"{key}: {json.dumps(value)}" for key, value in summary.items()]
+    lines += stamp.footer()
+    print("\n".join(lines))
+    if args.out:
+        out = Path(args.out)
+        out.write_text("\n".join(lines) + "\n")
+        out.with_suffix(".json").write_text(json.dumps({"stamp": stamp.header() + stamp.footer(), **summary}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
