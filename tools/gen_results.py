@@ -95,9 +95,56 @@ def update_cost_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def stays_solved_table(path: Path) -> str:
+    data = json.loads(path.read_text())
+    lines = [
+        f"| preset | seeds solved | frames to first solve (median) | share of the next {data['after']} evaluations "
+        "at or above the threshold (mean over solved seeds) | per seed |",
+        "|---|---|---|---|---|",
+    ]
+    for preset, entry in data["presets"].items():
+        solved = [r for r in entry["results"] if r["solved"]]
+        shares = [r["stays_solved"] for r in solved if r["stays_solved"] is not None]
+        frames = f"{statistics.median(r['solved_at_frames'] for r in solved):,.0f}" if solved else "-"
+        share = f"{statistics.mean(shares):.2f}" if shares else "-"
+        per_seed = ", ".join("-" if r["stays_solved"] is None else f"{r['stays_solved']:.1f}" for r in entry["results"])
+        lines.append(f"| `{preset}` | {len(solved)}/{len(entry['results'])} | {frames} | {share} | {per_seed} |")
+    lines += ["", source_line(path, data["stamp"])]
+    return "\n".join(lines)
+
+
+def fault_soak_table(path: Path) -> str:
+    data = json.loads(path.read_text())
+    counts: dict[str, int] = {}
+    for fault in data["faults"]:
+        counts[fault["fault"]] = counts.get(fault["fault"], 0) + 1
+    growth = data["rss_growth_percent_per_process"]
+    rows = [
+        ("minutes of training", f"{data['minutes']:g}"),
+        ("faults injected", ", ".join(f"{name} x{n}" for name, n in counts.items())),
+        ("frames trained", f"{data['frames']:,.0f}"),
+        ("metrics.csv rows; frames strictly increasing", f"{data['rows']:,}; {data['frames_strictly_increasing']}"),
+        (
+            "restarts; resume events; meta.json resumes",
+            f"{data['restarts']}; {data['resume_events']}; {data['meta_resumes']}",
+        ),
+        ("NaN observation events (reset, training went on)", f"{data['nonfinite_observation_events']:,}"),
+        (
+            "resident memory growth after warm-up, per process (max)",
+            f"{max(growth.values()):+.1f}% over {len(growth)} processes" if growth else "-",
+        ),
+        ("final greedy evaluation", data["final_eval_100_episodes"]),
+    ]
+    lines = ["| measure | value |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)]
+    lines += ["", source_line(path, data["stamp"])]
+    return "\n".join(lines)
+
+
 SOURCES = {
     "time_to_solve": ("time_to_solve-*.json", time_to_solve_table),
     "update_cost": ("update_cost-*.json", update_cost_table),
+    "stays_solved": ("stays_solved-*.json", stays_solved_table),
+    "fault_soak": ("fault_soak-*.json", fault_soak_table),
 }
 
 
