@@ -27,6 +27,16 @@ from rlpilot.envs import observation_reader
 from rlpilot.envs.native import NativeEnv
 from rlpilot.errors import StopRun, UserError
 
+TRANSITION_KEYS = (
+    "observation",
+    "action",
+    ("next", "observation"),
+    ("next", "reward"),
+    ("next", "terminated"),
+    ("next", "done"),
+)
+"""What a transition of a collected batch holds (beyond the algorithm's own entries): what replay stores."""
+
 ActFn = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 

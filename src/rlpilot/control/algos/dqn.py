@@ -24,18 +24,11 @@ from torchrl.data import LazyTensorStorage, PrioritizedSampler, RandomSampler, T
 from torchrl.envs import EnvBase
 
 from rlpilot.config import Config, DQNConfig
+from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import GreedyActor, action_kind, network
 from rlpilot.guard import Guard
 
-STORED_KEYS = (
-    "observation",
-    "action",
-    ("next", "observation"),
-    ("next", "reward"),
-    ("next", "terminated"),
-    ("next", "done"),
-    "discount",
-)
+STORED_KEYS = (*TRANSITION_KEYS, "discount")  # n-step returns bootstrap with gamma^k
 
 
 class DQN:

@@ -18,6 +18,7 @@ from torchrl.data import LazyTensorStorage, RandomSampler, TensorDictReplayBuffe
 from torchrl.envs import EnvBase
 
 from rlpilot.config import Config, ModelConfig, SACConfig, TD3Config
+from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import action_kind, mlp, observation_size
 from rlpilot.errors import UserError
 from rlpilot.guard import Guard
@@ -25,15 +26,6 @@ from rlpilot.guard import Guard
 AT_BOUND_SHARE_OF_WIDTH = 0.01
 """An action component this close to ``low`` or ``high`` (as a share of the Box's width) counts as at
 a bound in ``action/at_bound``."""
-
-STORED_KEYS = (
-    "observation",
-    "action",
-    ("next", "observation"),
-    ("next", "reward"),
-    ("next", "terminated"),
-    ("next", "done"),
-)
 
 
 class TwinQ(nn.Module):
@@ -66,7 +58,7 @@ class Replay:
         return len(self.buffer)
 
     def extend(self, batch: TensorDict) -> None:
-        self.buffer.extend(batch.reshape(-1).select(*STORED_KEYS))
+        self.buffer.extend(batch.reshape(-1).select(*TRANSITION_KEYS))
 
     def minibatches(self, batch_size: int, count: int) -> Iterator[TensorDict]:
         """``count`` minibatches drawn in one ``sample`` call: the buffer does not change during a
