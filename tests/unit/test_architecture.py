@@ -118,3 +118,23 @@ def test_the_cli_registry_and_config_import_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_layout_in_the_architecture_doc_matches_the_code():
+    """Every module and package of src/rlpilot is named in docs/architecture.md, and every `x.py` or `x/`
+    the doc's module table names exists."""
+    import re
+
+    doc = (SRC.parent / "docs" / "architecture.md").read_text()
+    package = SRC / "rlpilot"
+    entries = [
+        p.name if p.is_file() else f"{p.name}/"
+        for p in package.iterdir()
+        if (p.suffix == ".py" and p.name != "__init__.py") or (p.is_dir() and (p / "__init__.py").exists())
+    ]
+    missing = [entry for entry in entries if f"`{entry}" not in doc]
+    assert missing == [], f"not in docs/architecture.md: {missing}"
+    named = re.findall(r"^\| `([a-z_/]+(?:\.py|/))`", doc, flags=re.M)
+    assert named, "the module table was not found"
+    absent = [name for name in named if not (package / name.rstrip("/")).exists()]
+    assert absent == [], f"docs/architecture.md names modules that do not exist: {absent}"
