@@ -1,6 +1,7 @@
 """SAC and TD3 swing Pendulum up (greedy mean over 20 episodes >= -250) through the real training loop.
 
-Measured frames and seconds to solve (-200) per seed are in docs/sac-td3.md.
+Seed 100: the presets were tuned on seeds 0-2, so the test runs a seed they never saw (benchmarks use
+100+ too). Measured frames and seconds to solve (-200) per seed are in docs/sac-td3.md.
 """
 
 import pytest
@@ -13,7 +14,7 @@ from rlpilot.loop.trainer import train
 @pytest.mark.parametrize("preset", ["sac-pendulum", "td3-pendulum"])
 def test_pendulum_swings_up(preset, tmp_path):
     # stop at -250 rather than the preset's -200: the check is that it learns, not the benchmark
-    overrides = ["train.seed=0", "train.solved_at=-250"]
+    overrides = ["train.seed=100", "train.solved_at=-250"]
     run = train(load_config(preset, overrides=overrides), run_root=str(tmp_path), show_progress=False)
     assert run.status == "solved", run.meta()
     assert run.best_eval >= -250
