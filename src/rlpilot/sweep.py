@@ -235,15 +235,23 @@ BENCH_MAX_FRAMES = 500_000
 
 
 def bench_presets() -> list[str]:
-    """What ``rlpilot bench`` runs by default: control presets with a CPU-sized budget (at most
-    500k frames). LLM presets have their own numbers (docs/llm.md); longer ones (LunarLander PPO,
-    CarRacing, the GPU preset) are named with ``--presets``."""
+    """What ``rlpilot bench`` runs by default: control presets on gymnasium's classic-control envs with a
+    CPU-sized budget (at most 500k frames): minutes each here. LLM presets have their own numbers
+    (docs/llm.md); Box2D, MuJoCo, pixel and GPU presets (hours on this CPU) are named with ``--presets``."""
     from rlpilot.config import preset_names
+    from rlpilot.registry import registered_spec
+
+    def classic(env_id: str) -> bool:
+        spec = registered_spec(env_id) if ":" not in env_id and "/" not in env_id else None
+        return spec is not None and str(spec.entry_point).startswith("gymnasium.envs.classic_control")
 
     return [
         name
         for name in preset_names()
-        if (config := load_config(name)).kind == "control" and config.train.total_frames <= BENCH_MAX_FRAMES
+        if (config := load_config(name)).kind == "control"
+        and config.train.total_frames <= BENCH_MAX_FRAMES
+        and classic(config.env.id)
+        and config.env.backend != "native"
     ]
 
 

@@ -129,4 +129,6 @@ def test_bench_defaults_to_cpu_sized_control_presets():
 
     names = bench_presets()
     assert {"ppo-cartpole", "dqn-cartpole", "ppo-pendulum"} <= set(names)
-    assert not {"ppo-carracing", "ppo-lunarlander", "ppo-cartpole-gpu", "grpo-reverse"} & set(names)
+    assert {"sac-pendulum", "td3-pendulum", "dqn-acrobot"} <= set(names)
+    long = {"ppo-carracing", "ppo-lunarlander", "ppo-cartpole-gpu", "grpo-reverse", "sac-lunarlander-continuous"}
+    assert not (long | {"sac-reacher", "ppo-minatar-breakout", "dqn-lunarlander"}) & set(names)
