@@ -197,7 +197,8 @@ def report(run_dir: Path, log: list[dict], rss: dict[int, list[float]], restarts
     if args.out:
         out = Path(args.out)
         out.write_text("\n".join(lines) + "\n")
-        out.with_suffix(".json").write_text(json.dumps({"stamp": stamp.header() + stamp.footer(), **summary}, indent=1))
+        stamped = lines[: len(stamp.header())] + stamp.footer()  # the header as written when the soak started
+        out.with_suffix(".json").write_text(json.dumps({"stamp": stamped, **summary}, indent=1))
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def main() -> None:
     if args.out:
         out = Path(args.out)
         out.write_text("\n".join(lines) + "\n")
-        data = {"stamp": stamp.header() + stamp.footer(), "minibatch": args.minibatch, "ms": {}}
+        data = {"stamp": lines[: len(stamp.header())] + stamp.footer(), "minibatch": args.minibatch, "ms": {}}
         data["ms"] = {name: seconds * 1e3 for name, seconds in {**ppo, **dqn}.items()}
         out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
 

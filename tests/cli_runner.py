@@ -11,25 +11,25 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 
 
-def _command(args) -> list[str]:
+def cli_command(args) -> list[str]:
     return [sys.executable, "-m", "rlpilot.cli", *map(str, args)]
 
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def _env() -> dict[str, str]:
+def cli_env() -> dict[str, str]:
     # this checkout's rlpilot first (an editable install may point at another checkout), nothing else
     # from the test run's path
     return {**os.environ, "PYTHONPATH": str(SRC)}
 
 
 def run_cli(*args, cwd: str | Path = TESTS, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(_command(args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=_env())
+    return subprocess.run(cli_command(args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=cli_env())
 
 
 def start_cli(*args, cwd: str | Path = TESTS) -> subprocess.Popen:
     """A CLI process left running (for tests that signal or kill it)."""
     return subprocess.Popen(
-        _command(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=_env()
+        cli_command(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=cli_env()
     )

@@ -131,7 +131,7 @@ def fault_soak_table(path: Path) -> str:
         ("NaN observation events (reset, training went on)", f"{data['nonfinite_observation_events']:,}"),
         (
             "resident memory growth after warm-up, per process (max)",
-            f"{max(growth.values()):+.1f}% over {len(growth)} processes" if growth else "-",
+            f"{max(growth.values()):+.2f}% over {len(growth)} processes" if growth else "-",
         ),
         ("final greedy evaluation", data["final_eval_100_episodes"]),
     ]

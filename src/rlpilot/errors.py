@@ -9,3 +9,8 @@ class UserError(Exception):
 class StopRun(Exception):
     """A trainable asks the loop to end the run now (status ``failed``, the message as its reason),
     e.g. a NaN observation with ``guard.on_nonfinite_obs=stop``."""
+
+
+class RunWriteError(UserError, OSError):
+    """A file could not be written (disk full, a file-size limit, a read-only file system): one line naming
+    the file, and, since every write is atomic or a whole appended line, the previous contents stay."""

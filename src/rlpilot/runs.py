@@ -25,42 +25,57 @@ import sys
 import tempfile
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from rlpilot.config import Config, load_config
-from rlpilot.errors import UserError
+from rlpilot.errors import RunWriteError, UserError
 
 LOCK_FILE = ".lock"
 PACKAGES = ("rlpilot", "torch", "torchrl", "tensordict", "gymnasium", "numpy")
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
+    """Temp file, fsync, rename: readers see the old file or the new one, never half of one."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a run's files are meant to be read by others too
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _write_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a run's files are meant to be read by others too
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def append_line(path: Path, line: str) -> None:
     """One ``write`` on an O_APPEND descriptor: a killed process leaves whole lines or nothing."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    with _write_errors(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def _write_errors(path: Path):
+    """An OSError while writing ``path`` becomes a :class:`RunWriteError` (one line naming the file)."""
     try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
+        yield
+    except RunWriteError:
+        raise
+    except OSError as exc:
+        raise RunWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def versions() -> dict[str, str]:

@@ -285,3 +285,34 @@ def test_a_fresh_process_prints_one_line_and_exits_2(run):
     result = run_cli("train", "--resume", run, "--frames", 1024, "-q")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0 and "metrics.csv" in result.stderr
+
+
+def test_a_real_write_error_while_resuming_is_one_line(tmp_path):
+    """A file-size limit (RLIMIT_FSIZE, what `ulimit -f` sets) below the size of the run's files: the resume's
+    first write fails with EFBIG. Found by benchmarks/fault_soak.py, where it was a traceback (exit 1)."""
+    import resource
+    import subprocess
+
+    from cli_runner import TESTS, cli_command, cli_env
+
+    path = tmp_path / "run"
+    assert main(["train", "ppo-cartpole", "--frames", "512", "--run-dir", str(path), *FAST]) == 0
+    limit = (path / "events.jsonl").stat().st_size - 1
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    before = (path / "metrics.csv").read_bytes()
+    out = subprocess.run(
+        cli_command(["train", "--resume", path, "--frames", "1024", "-q"]),
+        capture_output=True,
+        text=True,
+        cwd=TESTS,
+        env=cli_env(),
+        preexec_fn=small_files,
+        timeout=300,
+    )
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and "cannot write" in lines[0], out.stderr
+    assert str(path) in lines[0] and (path / "metrics.csv").read_bytes() == before  # names the file; nothing lost
+    load_run(path).config()  # config.yaml intact (written atomically)
