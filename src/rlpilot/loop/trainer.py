@@ -114,13 +114,11 @@ class Loop:
         show_progress: bool,
         verbose: bool,
     ):
-        self.config, self.run_dir, self.trainable, self.progress, self.threshold = (
-            config,
-            run,
-            trainable,
-            progress,
-            threshold,
-        )
+        self.config = config
+        self.run_dir = run  # the run directory being written (``self.run`` is the loop itself)
+        self.trainable = trainable
+        self.progress = progress
+        self.threshold = threshold
         self.bar = ProgressBar(config, show_progress, initial=progress.frames)
         self.milestones = Milestones(
             config, verbose=verbose, write=self.bar.write if show_progress or verbose else None
