@@ -199,6 +199,59 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from rlpilot.registry import preset_text
+
+    preset_text(args.preset)  # an unknown preset: one line with close matches
+    for flag in ("trials", "seeds_per_trial", "workers"):
+        if getattr(args, flag) <= 0:
+            raise UserError(f"--{flag.replace('_', '-')} must be positive (got {getattr(args, flag)})")
+    if args.check_seeds < 0:
+        raise UserError(f"--check-seeds must be 0 (no check) or more (got {args.check_seeds})")
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise UserError("rlpilot tune needs Optuna: pip install 'rlpilot[tune]'") from None
+    from pathlib import Path
+
+    from rlpilot.config import load_config
+    from rlpilot.tune import TuneSpec, main_message, parse_space, tune
+
+    load_config(args.preset, overrides=args.set)  # the starting configuration must be valid
+    spec = TuneSpec(
+        preset=args.preset,
+        space=parse_space(args.preset, args.param, args.space),
+        overrides=list(args.set),
+        seeds_per_trial=args.seeds_per_trial,
+        seed_start=args.seed_start,
+        objective=args.objective or _default_objective(args.preset, args.set),
+        aggregate=args.aggregate,
+        pruner=args.pruner,
+    )
+    out = Path(args.out or f"runs/tune-{args.preset}")
+    result = tune(
+        spec,
+        trials=args.trials,
+        out=out,
+        storage=args.storage,
+        study_name=args.study,
+        workers=args.workers,
+        ray=args.ray,
+        check_seeds=args.check_seeds,
+        check_seed_start=args.check_seed_start,
+        mlflow_uri=args.mlflow,
+    )
+    print(main_message(result, out))
+    return 0
+
+
+def _default_objective(preset: str, overrides: list[str]) -> str:
+    """frames to solved when the preset has a threshold, else the final greedy return."""
+    from rlpilot.config import load_config
+
+    return "return" if _preset_threshold(load_config(preset, overrides=overrides)) is None else "frames"
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from rlpilot.llm.report import is_llm_run
 
@@ -365,6 +418,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="sweep folder (default runs/sweep-PRESET); rerun to resume")
     p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster (host:port), or 'local' to start one here")
     p.set_defaults(func=_cmd_sweep)
+
+    p = verbs.add_parser(
+        "tune", help="hyperparameter search on Optuna: K seeds a trial, resumable, checked on fresh seeds"
+    )
+    p.add_argument("preset")
+    p.add_argument("--trials", type=int, default=20, help="trials to complete or prune, all workers together")
+    p.add_argument("--seeds-per-trial", type=int, default=3, help="seeds each configuration trains on (default 3)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=LOW:HIGH[:log]|KEY=A,B,C", help="repeatable")
+    p.add_argument("--space", metavar="FILE", help="YAML: key: low:high[:log] | [a, b] | {low, high, log}")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="the starting configuration")
+    p.add_argument(
+        "--objective",
+        choices=["frames", "time", "return"],
+        help="frames (default when the preset has a threshold) or wall s to solved, or final greedy return",
+    )
+    p.add_argument("--aggregate", choices=["iqm", "median", "mean"], default="iqm", help="over a trial's seeds")
+    p.add_argument("--pruner", choices=["percentile", "none"], default="percentile")
+    p.add_argument("--seed-start", type=int, default=0, help="tuning seeds: SEED_START .. SEED_START+K-1")
+    p.add_argument("--check-seeds", type=int, default=5, help="fresh seeds for the closing check (0: none)")
+    p.add_argument("--check-seed-start", type=int, default=1000)
+    p.add_argument("--out", help="study folder (default runs/tune-PRESET); the same command again continues it")
+    p.add_argument("--storage", help="Optuna storage URL (default sqlite:///OUT/study.db; postgresql://... to share)")
+    p.add_argument("--study", help="study name in the storage (default rlpilot-PRESET)")
+    p.add_argument("--workers", type=int, default=1, help="processes working on the study (default 1)")
+    p.add_argument("--ray", metavar="ADDRESS", help="workers as Ray tasks on a cluster (host:port), or 'local'")
+    p.add_argument("--mlflow", metavar="URI", help="log each trial as an MLflow run (e.g. sqlite:///mlflow.db)")
+    p.set_defaults(func=_cmd_tune)
 
     p = verbs.add_parser("bench", help="every preset over seeds; a results table (also into docs/results.md)")
     p.add_argument("--seeds", type=int, default=5)

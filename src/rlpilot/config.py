@@ -644,6 +644,28 @@ def set_value(config: Config, key: str, value: Any) -> None:
     setattr(target, sub, _coerce(key, value, sub_types[sub]))
 
 
+def field_type(config: Config, key: str) -> Any:
+    """The declared type of the setting ``section.field`` (``X | None`` gives ``X``); an unknown key, or a
+    section the algorithm does not read, is one line (with close matches)."""
+    section, _, sub = key.partition(".")
+    types_ = _field_types(Config)
+    if section not in types_ or not sub or not dataclasses.is_dataclass(types_[section]):
+        raise _unknown_key(key, _all_keys(config))
+    if section not in config.sections:
+        raise UserError(
+            f"'{key}': a {config.algo} run has no '{section}' section (its sections: {', '.join(config.sections)})"
+        )
+    sub_types = _field_types(types_[section])
+    if sub not in sub_types:
+        raise _unknown_key(key, _all_keys(config))
+    tp = sub_types[sub]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        if len(args) == 1:
+            tp = args[0]
+    return tp
+
+
 def apply_overrides(config: Config, overrides: list[str]) -> Config:
     """Applies ``section.key=value`` strings; values are parsed as YAML (``1e-3``, ``true``, ``[64,64]``)."""
     for item in overrides:

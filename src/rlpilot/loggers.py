@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 from rlpilot.runs import Run
 
@@ -16,8 +17,15 @@ class RunLoggers:
 
         self.loggers = []
         for kind in kinds:
+            name, experiment = str(run.path), EXPERIMENT_NAMES[kind]
+            if kind == "mlflow":
+                # TorchRL's get_logger makes a file store at logger_name (file://...); MLflow 3 refuses file
+                # stores unless this is set. The store is RUN/mlflow, its experiment the run's name:
+                # `mlflow ui --backend-store-uri RUN/mlflow` shows it (docs/tune.md).
+                os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+                name, experiment = str(run.path / "mlflow"), run.path.name
             try:
-                self.loggers.append(get_logger(kind, logger_name=str(run.path), experiment_name=EXPERIMENT_NAMES[kind]))
+                self.loggers.append(get_logger(kind, logger_name=name, experiment_name=experiment))
             except ImportError as exc:  # wandb / mlflow not installed: say so once, keep training
                 run.event("logger_unavailable", logger=kind, reason=str(exc).splitlines()[0])
 
@@ -29,6 +37,10 @@ class RunLoggers:
                     logger.log_scalar(name, float(value), step=step)
 
     def close(self) -> None:
+        if any(type(logger).__name__ == "MLFlowLogger" for logger in self.loggers):
+            import mlflow
+
+            mlflow.end_run()  # the run's status becomes FINISHED (it stays RUNNING otherwise)
         for logger in self.loggers:
             experiment = getattr(logger, "experiment", None)
             for method in ("flush", "close"):

@@ -78,6 +78,20 @@ def _write_errors(path: Path):
         raise RunWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
+def try_lock(path: Path):
+    """An exclusive ``fcntl.flock`` on ``path`` (created if missing): the open handle, or None while another
+    process holds it. The kernel drops the lock when its holder ends, however it ends (SIGKILL too)."""
+    import fcntl
+
+    handle = open(path, "a+")  # noqa: SIM115 (held by the caller until it closes it)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
 def versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for name in PACKAGES:
@@ -302,15 +316,9 @@ class Run:
         """Takes the run's write lock (``fcntl.flock`` on ``.lock``): a second writer is refused in one line.
         The kernel drops the lock when the process ends, however it ends, so a killed run never leaves
         a stale lock behind."""
-        import fcntl
-
-        handle = open(self.path / LOCK_FILE, "a+")  # noqa: SIM115 (held until unlock)
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
+        handle = try_lock(self.path / LOCK_FILE)
+        if handle is None:
+            holder = (self.path / LOCK_FILE).read_text().strip() or "another process"
             raise UserError(
                 f"{self.path} is being written by {holder}; two writers never share a run directory: "
                 "wait for it to end (or stop it), then resume"

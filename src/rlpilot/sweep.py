@@ -9,6 +9,7 @@ threshold (median over solved seeds).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import multiprocessing
@@ -54,23 +55,31 @@ class Job:
     path: Path
 
 
-def _run_job(job: Job) -> str:
-    """Runs (or resumes) one sweep member in a worker process; returns its final status."""
+def run_member(preset: str, overrides: list[str], seed: int, path: Path, *, threads: int | None = 1):
+    """Runs one seed of ``preset`` + ``overrides`` in ``path``, or picks it up where it stopped: a finished
+    run is returned as it is, an interrupted or killed one resumes from its checkpoint, one killed before
+    its first checkpoint starts over. Shared by ``sweep``, ``bench`` and ``tune``; returns the Run."""
     import torch
 
     from rlpilot.loop.trainer import resume, train
 
-    torch.set_num_threads(1)
-    checkpoint = job.path / "checkpoints" / "last.pt"
-    if (job.path / "meta.json").exists():
-        status = load_run(job.path).status
-        if status in ("solved", "finished"):
-            return status
+    if threads is not None:
+        torch.set_num_threads(threads)
+    checkpoint = path / "checkpoints" / "last.pt"
+    if (path / "meta.json").exists():
+        run = load_run(path)
+        if run.status in ("solved", "finished"):
+            return run
         if checkpoint.exists():
-            return resume(job.path, show_progress=False).status
-        shutil.rmtree(job.path)  # killed before its first checkpoint: start over
-    config = load_config(job.preset, overrides=[*job.overrides, f"train.seed={job.seed}"])
-    return train(config, run_dir=str(job.path), show_progress=False).status
+            return resume(path, show_progress=False)
+        shutil.rmtree(path)  # killed before its first checkpoint: start over
+    config = load_config(preset, overrides=[*overrides, f"train.seed={seed}"])
+    return train(config, run_dir=str(path), show_progress=False)
+
+
+def _run_job(job: Job) -> str:
+    """Runs (or resumes) one sweep member in a worker process; returns its final status."""
+    return run_member(job.preset, job.overrides, job.seed, job.path).status
 
 
 def run_sweep(
@@ -118,9 +127,11 @@ def _run_local(jobs: list[Job], workers: int, base: list[str]) -> None:
             _report(futures[future], base, future.result())
 
 
-def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> None:
-    """One Ray task per run. ``local`` starts a cluster on this machine whose listeners bind 127.0.0.1;
-    with an address, the sweep folder must be on a filesystem every node sees (NFS, a shared volume)."""
+@contextlib.contextmanager
+def ray_session(address: str, workers: int):
+    """Ray, started for the block and shut down after it (unless it was already running). ``local`` starts a
+    cluster on this machine whose listeners bind 127.0.0.1; with an address, the output folder must be on a
+    filesystem every node sees (NFS, a shared volume)."""
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
@@ -140,15 +151,21 @@ def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> No
         else:
             ray.init(address=address, log_to_driver=False)
     try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> None:
+    """One Ray task per run (:func:`ray_session`)."""
+    with ray_session(address, workers) as ray:
         remote = ray.remote(num_cpus=1)(_run_job)
         pending = {remote.remote(job): job for job in jobs}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 _report(pending.pop(ref), base, ray.get(ref))
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def iqm(values: np.ndarray) -> float:

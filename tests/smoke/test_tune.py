@@ -1,0 +1,199 @@
+"""``rlpilot tune`` end to end on real Optuna studies in SQLite: a killed study continues, two processes share
+one, bad input is one line and leaves the study as it was."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read when ray is imported: keeps it on loopback
+import math
+import signal
+import sqlite3
+import time
+
+import pytest
+from tests.cli_runner import run_cli, start_cli
+
+from rlpilot.config import load_config
+from rlpilot.runs import load_run
+
+optuna = pytest.importorskip("optuna")
+
+# CartPole PPO runs of a few seconds that never "solve" (threshold above the maximum return), so every
+# trial trains its whole budget and a kill lands mid-run
+TINY = [
+    *("--set", "train.total_frames=32768", "--set", "train.eval_every_frames=4096", "--set", "train.eval_episodes=2"),
+    *("--set", "train.solved_at=1000"),
+]
+
+
+def tune_args(out, *extra, trials=3, seeds=1):
+    return [
+        "tune",
+        "ppo-cartpole",
+        "--trials",
+        trials,
+        "--seeds-per-trial",
+        seeds,
+        "--param",
+        "ppo.lr=1e-4:3e-3:log",
+        "--param",
+        "ppo.epochs=2,4",
+        *TINY,
+        "--check-seeds",
+        "0",
+        "--out",
+        out,
+        *extra,
+    ]
+
+
+def trials_of(out):
+    study = optuna.load_study(study_name="rlpilot-ppo-cartpole", storage=f"sqlite:///{out / 'study.db'}")
+    return study.get_trials(deepcopy=False)
+
+
+def complete(trials):
+    return [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+
+
+def wait_for(path, timeout=120):
+    deadline = time.time() + timeout
+    while not path.exists():
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+def test_killed_study_continues_and_reruns_nothing_finished(tmp_path):
+    out = tmp_path / "study"
+    process = start_cli(*tune_args(out))
+    wait_for(out / "trials" / "t0001" / "s0" / "checkpoints" / "last.pt")
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    first = load_run(out / "trials" / "t0000" / "s0")
+    first_mtime = (first.path / "meta.json").stat().st_mtime
+    assert [t.state.name for t in trials_of(out)] == ["COMPLETE", "RUNNING"]
+
+    result = run_cli(*tune_args(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    trials = trials_of(out)
+    done = complete(trials)
+    assert len(done) == 3
+    killed = trials[1]
+    assert killed.state.name == "FAIL"  # failed at once: its process is gone (the trial lock was free)
+    retry = next(t for t in done if t.user_attrs["run_key"] == "t0001")
+    assert retry.number > 1 and retry.params == killed.params  # queued again with the same parameters
+    resumed = load_run(out / "trials" / "t0001" / "s0")
+    assert resumed.meta()["resumes"] == 1 and resumed.status == "finished"  # from its checkpoint
+    assert (first.path / "meta.json").stat().st_mtime == first_mtime  # the finished trial was not run again
+    assert len({t.user_attrs["run_key"] for t in done}) == 3
+    # outputs: the table, the figure, a best configuration that `rlpilot train --config` takes
+    summary = (out / "summary.md").read_text()
+    assert summary.count("| complete |") == 3
+    assert (out / "history.png").stat().st_size > 5000
+    best = load_config(config_file=out / "best.yaml")
+    assert best.ppo.epochs in (2, 4) and best.train.total_frames == 32768
+    assert "rlpilot train ppo-cartpole --set train.total_frames=32768" in result.stdout
+
+
+def test_two_processes_share_one_study_and_run_no_trial_twice(tmp_path):
+    out = tmp_path / "study"
+    run_cli(*tune_args(out, trials=1), timeout=300)  # creates the study (and its first trial)
+    processes = [start_cli(*tune_args(out, trials=5)) for _ in range(2)]
+    for process in processes:
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-2000:]
+    trials = trials_of(out)
+    done = complete(trials)
+    assert 5 <= len(done) <= 6  # each process stops once 5 are done: at most one trial in flight past that
+    assert all(t.state.name in ("COMPLETE", "PRUNED") for t in trials)
+    keys = [t.user_attrs["run_key"] for t in done]
+    assert len(set(keys)) == len(keys)  # one run directory per trial
+    assert len({t.user_attrs["pid"] for t in done[1:]}) == 2  # both processes ran trials
+    for key in keys:
+        assert load_run(out / "trials" / key / "s0").meta()["resumes"] == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--param", "ppo.lrr=1e-4:1e-3"], "unknown config key 'ppo.lrr'. Did you mean ppo.lr"),
+        (["--param", "ppo.epochs=1.5:4"], "ppo.epochs is an integer setting"),
+        (["--param", "ppo.lr=abc:1e-3"], "'abc' is not a number"),
+        (["--param", "ppo.lr=1e-3:1e-4"], "must be below high"),
+        (["--param", "ppo.lr=-1:1e-3"], "ppo.lr"),
+        (["--param", "ppo.lr"], "--param expects key=low:high"),
+        (["--storage", "postgresql://tuner:secret@127.0.0.1:9/none"], "cannot be opened"),
+        (["--storage", "nosuchdb://x"], "--storage nosuchdb://x"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, extra, message):
+    base = tune_args(tmp_path / "study", trials=1)
+    if extra[0] == "--param":
+        base = [a for a in base if a not in ("--param", "ppo.lr=1e-4:3e-3:log", "ppo.epochs=2,4")]
+    result = run_cli(*base, *extra, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert "secret" not in result.stderr  # a password in a storage URL is never printed
+
+
+def test_other_settings_on_an_existing_study_are_refused_and_nothing_is_lost(tmp_path):
+    out = tmp_path / "study"
+    assert run_cli(*tune_args(out, trials=1), timeout=300).returncode == 0
+    before = sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0]
+    other = [a if a != "ppo.lr=1e-4:3e-3:log" else "ppo.lr=1e-5:1e-3:log" for a in tune_args(out, trials=2)]
+    result = run_cli(*other, timeout=120)
+    assert result.returncode == 2 and "was started with other settings (space)" in result.stderr
+    assert sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0] == before
+
+
+@pytest.mark.skipif(not os.environ.get("RLPILOT_TEST_POSTGRES"), reason="set RLPILOT_TEST_POSTGRES=postgresql://...")
+def test_two_processes_share_a_postgresql_study(tmp_path):
+    """docs/tune.md shows how to start the server this test is pointed at."""
+    url = os.environ["RLPILOT_TEST_POSTGRES"]
+    name = f"rlpilot-test-{os.getpid()}-{time.time_ns()}"
+    processes = [
+        start_cli(*tune_args(tmp_path / f"host{i}", "--storage", url, "--study", name, trials=4)) for i in range(2)
+    ]
+    for process in processes:
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-2000:]
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    done = complete(trials)
+    assert 4 <= len(done) <= 5 and len({t.number for t in done}) == len(done)
+    assert len({t.user_attrs["pid"] for t in done}) == 2
+    # each process keeps the run directories of its own trials in its own --out (as two machines would)
+    for trial in done:
+        assert sum((tmp_path / f"host{i}" / "trials" / trial.user_attrs["run_key"]).exists() for i in range(2)) == 1
+
+
+def test_mlflow_logger_of_a_run_and_trials_of_a_study(tmp_path, monkeypatch):
+    """The `mlflow` train logger (TorchRL's get_logger) writes a local MLflow store an MLflow client reads back,
+    and `tune --mlflow` logs each trial as an MLflow run."""
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # reading the run's file store, as rlpilot writes it
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        "train", "ppo-cartpole", "--frames", "4096", "--set", "train.loggers=[mlflow]", "--run-dir", run_dir, "-q"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    client = mlflow.MlflowClient(tracking_uri=(run_dir / "mlflow").as_uri())
+    (experiment,) = [e for e in client.search_experiments() if e.name == "run"]
+    (logged,) = client.search_runs([experiment.experiment_id])
+    assert logged.info.status == "FINISHED"
+    history = client.get_metric_history(logged.info.run_id, "eval/return_mean")
+    rows = [row for row in load_run(run_dir).metrics() if not math.isnan(row.get("eval/return_mean", math.nan))]
+    assert [(m.step, m.value) for m in history] == [(int(r["frames"]), r["eval/return_mean"]) for r in rows]
+    assert len(rows) >= 2
+
+    out, uri = tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = run_cli(*tune_args(out, "--mlflow", uri, trials=2), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("rlpilot-ppo-cartpole")
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["trial-0", "trial-1"]
+    for logged, trial in zip(sorted(runs, key=lambda r: r.info.run_name), trials_of(out)):
+        assert float(logged.data.params["ppo.lr"]) == pytest.approx(trial.params["ppo.lr"])
+        assert logged.data.metrics["objective_frames"] == trial.value
