@@ -15,6 +15,8 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,9 +121,28 @@ def _report(job: Job, base: list[str], status: str) -> None:
     print(f"  {point_name(job.overrides[len(base) :])} seed {job.seed}: {status}", flush=True)
 
 
+def die_with_parent() -> None:
+    """Process-pool initializer: SIGTERM when the parent dies, however it dies (Linux ``PR_SET_PDEATHSIG``).
+    A worker of a killed ``sweep``/``tune`` would otherwise train on as an orphan; with SIGTERM its run
+    stops cleanly at a checkpoint, and the next start resumes it."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent was already gone before the call
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """Processes for runs: spawned (no forked torch/OpenMP state from the parent), ended with the parent."""
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent
+    )
+
+
 def _run_local(jobs: list[Job], workers: int, base: list[str]) -> None:
-    # spawn: workers start clean (no forked torch/OpenMP state from the parent)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(workers) as pool:
         futures = {pool.submit(_run_job, job): job for job in jobs}
         for future in as_completed(futures):
             _report(futures[future], base, future.result())

@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import os
 import socket
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,7 @@ import yaml
 from rlpilot.config import field_type, load_config
 from rlpilot.errors import UserError
 from rlpilot.runs import atomic_write, load_run, try_lock
-from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_member
+from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_member, worker_pool
 
 OBJECTIVES = ("frames", "time", "return")
 AGGREGATES = {"iqm": iqm, "median": lambda v: float(np.median(v)), "mean": lambda v: float(np.mean(v))}
@@ -332,6 +330,7 @@ def run_trial(study: Study, trial) -> float:
     trial.set_user_attr("host", socket.gethostname())
     trial.set_user_attr("out", str(study.out.resolve()))
     trial.set_user_attr("pid", os.getpid())
+    trial.set_user_attr("interrupted", False)  # a retry inherits its original's attributes
     params = {p.key: p.suggest(trial) for p in study.spec.space}
     overrides = _overrides(study, params)
     try:
@@ -490,7 +489,7 @@ def run_workers(study: Study, trials: int, *, workers: int, ray: str | None, mlf
     if workers == 1:
         worker(study, trials, mlflow_uri)
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with worker_pool(workers) as pool:
         for future in [pool.submit(_pool_worker, study, trials, mlflow_uri) for _ in range(workers)]:
             future.result()
 
@@ -638,7 +637,7 @@ def check(study: Study, params: dict, seeds: list[int], *, workers: int) -> dict
         for arm, seed in jobs:
             run_member(study.spec.preset, arms[arm], seed, path(arm, seed), threads=None)
     else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with worker_pool(workers) as pool:
             futures = [pool.submit(run_member, study.spec.preset, arms[a], s, path(a, s)) for a, s in jobs]
             for future in futures:
                 future.result()
