@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-TARGETS = (ROOT / "README.md", ROOT / "docs" / "results.md")
+TARGETS = (ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "tune.md")
 ARM_NAMES = {"preset": "preset vs preset (what a user gets)", "same": "same settings (implementation speed)"}
 
 
@@ -140,11 +140,57 @@ def fault_soak_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def _num(value) -> str:
+    return "-" if value is None else (f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}")
+
+
+def tune_acrobot_table(path: Path) -> str:
+    """Issue 20's acceptance: the search's cost, its best trial, and the check on fresh seeds."""
+    data = json.loads(path.read_text())
+    summary = data["summary"]
+    rows, check = summary["rows"], summary["check"]
+    complete = [r for r in rows if r["state"] == "complete"]
+    best = complete[0]
+    params = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best["params"].items())
+    lines = [
+        f"Start: {data['start']}. Search: {len(complete)} complete and {len(rows) - len(complete)} pruned trials, "
+        f"3 tuning seeds each (0-2), whole command **{data['wall_s'] / 60:.1f} min** on this machine "
+        f"(closing check included). Best trial {best['number']}: `{params}` (IQM over its seeds "
+        f"{_num(best['value'])} frames).",
+        "",
+        "| configuration | seeds solved | IQM frames to solved [95% CI] | per seed (unsolved: the 200k budget) |",
+        "|---|---|---|---|",
+    ]
+    for arm, values in check["arms"].items():
+        low, high = values["interval"]
+        lines.append(
+            f"| {arm} | {values['solved']}/{len(check['seeds'])} | "
+            f"{_num(values['value'])} [{_num(low)}, {_num(high)}] | "
+            f"{', '.join(_num(v) for v in values['scores'])} |"
+        )
+    low, high = check["ratio_interval"]
+    lines += [
+        "",
+        f"Check seeds {check['seeds'][0]}-{check['seeds'][-1]}, none of them a tuning seed. Paired ratio start/best "
+        f"per seed: median {check['ratio_median']:.2f}x [{low:.2f}, {high:.2f}] (95% bootstrap; above 1: the best "
+        "configuration needs fewer frames"
+        + (
+            "; a lower bound: unsolved start seeds are scored at the budget"
+            if check["arms"]["start"]["solved"] < len(check["seeds"])
+            else ""
+        )
+        + "). "
+        + source_line(path, data["stamp"]),
+    ]
+    return "\n".join(lines)
+
+
 SOURCES = {
     "time_to_solve": ("time_to_solve-*.json", time_to_solve_table),
     "update_cost": ("update_cost-*.json", update_cost_table),
     "stays_solved": ("stays_solved-*.json", stays_solved_table),
     "fault_soak": ("fault_soak-*.json", fault_soak_table),
+    "tune_acrobot": ("tune_acrobot-*.json", tune_acrobot_table),
 }
 
 

@@ -312,7 +312,10 @@ def run_score(run, objective: str) -> float:
 
 
 def _overrides(study: Study, params: dict) -> list[str]:
-    return [*study.spec.overrides, *(f"{key}={value}" for key, value in params.items())]
+    """The start's overrides, then the sampled values (a sampled key replaces the start's value)."""
+    merged = {item.partition("=")[0].strip(): item for item in study.spec.overrides}
+    merged.update({key: f"{key}={value}" for key, value in params.items()})
+    return list(merged.values())
 
 
 def run_trial(study: Study, trial) -> float:
@@ -677,7 +680,8 @@ def check_table(study: Study, result: dict) -> str:
     if "ratio_median" in result:
         low, high = result["ratio_interval"]
         lines.append(
-            f"Paired ratio start/best per seed (> 1: the best configuration needs less): median "
+            "Paired ratio start/best per seed (> 1: the best configuration needs less; a lower bound where the "
+            "start did not solve, since it is scored at the budget): median "
             f"{result['ratio_median']:.2f}x [{low:.2f}, {high:.2f}] (95% bootstrap)."
         )
     lines.append(f"Check seeds {seeds[0]}-{seeds[-1]}: none of them a tuning seed ({spec.seeds[0]}-{spec.seeds[-1]}).")
