@@ -49,6 +49,8 @@ class CheckReport:
     """``dimension`` for vector observations; ``channel`` for images (statistics over all pixels)."""
     frame_png: str | None = None
     """Image observations: where the sample frame (raw, then the network's input) was written."""
+    dynamics: list[str] = field(default_factory=list)
+    """What the env says about its own dynamics settings (e.g. the arm's disturbances), and a residual base."""
 
     @property
     def healthy(self) -> bool:
@@ -67,6 +69,8 @@ class CheckReport:
     def render(self) -> str:
         lines = [f"rlpilot check: {self.env_id}", "", "Specs"]
         lines += [f"  {key:<12} {text}" for key, text in self.specs.items()]
+        if self.dynamics:
+            lines += ["", "Dynamics"] + [f"  {line}" for line in self.dynamics]
         lines += [
             "",
             f"TorchRL check_env_specs: {self.check_env_specs}",
@@ -250,6 +254,14 @@ def check_env(
         "reward": f"{tuple(env.reward_spec.shape[1:])} {env.reward_spec.dtype}",
         "done": "done = terminated | truncated, each (1,) bool; truncated marks the time limit (bootstrap there)",
     }
+    single = base.vector_env.unwrapped.envs[0].unwrapped if hasattr(base, "vector_env") else None
+    describe = getattr(single, "describe_dynamics", None)  # envs with settings worth reading (envs/arm.py)
+    report.dynamics = list(describe()) if describe is not None else []
+    if env_cfg.base_controller != "none":
+        report.dynamics.append(
+            f"residual RL: the env adds the {env_cfg.base_controller} controller's action; the policy's action, "
+            f"times {env_cfg.residual_scale:g}, is the correction (clipped to the action box)"
+        )
     try:
         logging.getLogger("torchrl").setLevel(logging.WARNING)  # its success line would interleave the report
         check_env_specs(env, seed=seed)

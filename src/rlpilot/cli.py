@@ -388,8 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--controller",
-        choices=["pid", "random"],
-        help="play a baseline instead of the policy, on the run's env or ENV: pid (Reacher's IK + PD), random",
+        choices=["pd", "pid", "random"],
+        help="play a baseline instead of the policy, on the run's env or ENV: pd (IK + PD), pid (with an "
+        "anti-windup integral; on Reacher-v5 the same PD), random",
     )
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")

@@ -122,6 +122,14 @@ class EnvConfig:
     ``None`` keeps the env's size."""
     grayscale: bool = False
     """Image observations: RGB frames to one gray channel (TorchRL's ``GrayScale``)."""
+    base_controller: str = one_of("none", "none", "pd", "pid")
+    """Residual RL: a classical controller runs inside the env (``pd``: IK + PD with velocity feed-forward,
+    ``pid``: the same with an anti-windup integral; ``rlpilot.controllers``) and the policy's action is
+    added to it: ``clip(base(obs) + residual_scale * action)``. The policy's last layer starts at zero,
+    so training starts at the controller's score. ``rlpilot export`` writes base + residual as one
+    policy. Arm envs (``rlpilot/ReacherTrack-v0``, ``Reacher-v5``) only."""
+    residual_scale: float = positive(0.2)
+    """Residual RL: action units the policy can add to the base controller's output (actions are in [-1, 1])."""
     frame_skip: int = positive(1)
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""
@@ -506,6 +514,11 @@ class Config:
 
     def _cross_field_problems(self) -> list[str]:
         problems = []
+        if self.kind == "control" and self.env.base_controller != "none" and self.env.backend in ("native", "numpy"):
+            problems.append(
+                f"env.base_controller={self.env.base_controller} runs inside a gymnasium vector env: "
+                f"use env.backend=sync or async (got {self.env.backend})"
+            )
         bad_layers = [
             layer
             for layer in self.model.cnn_layers

@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from rlpilot.errors import UserError
@@ -91,6 +92,107 @@ class ReacherPD:
         return torque.clamp(-1.0, 1.0)
 
 
+def joint_velocity(q1: torch.Tensor, q2: torch.Tensor, velocity: torch.Tensor, damping: float = 0.01) -> torch.Tensor:
+    """Joint velocities that move the fingertip at ``velocity`` (m/s) from pose (q1, q2): the damped
+    least-squares inverse of the arm's Jacobian, ``J^T (J J^T + damping^2 I)^-1 v`` (finite at full reach)."""
+    s1, c1 = torch.sin(q1), torch.cos(q1)
+    s12, c12 = torch.sin(q1 + q2), torch.cos(q1 + q2)
+    jacobian = torch.stack(
+        [
+            torch.stack([-LINK_1 * s1 - LINK_2 * s12, -LINK_2 * s12], dim=-1),
+            torch.stack([LINK_1 * c1 + LINK_2 * c12, LINK_2 * c12], dim=-1),
+        ],
+        dim=-2,
+    )
+    inner = jacobian @ jacobian.transpose(-1, -2)
+    a, b = inner[..., 0, 0] + damping**2, inner[..., 0, 1]
+    c, d = inner[..., 1, 0], inner[..., 1, 1] + damping**2
+    det = a * d - b * c  # > 0: J J^T is positive semi-definite, plus damping^2 on the diagonal
+    vx, vy = velocity[..., 0], velocity[..., 1]
+    solved = torch.stack([(d * vx - b * vy) / det, (a * vy - c * vx) / det], dim=-1)  # 2x2 inverse, exportable
+    return (jacobian.transpose(-1, -2) @ solved.unsqueeze(-1)).squeeze(-1)
+
+
+# Tracking observation (rlpilot/ReacherTrack-v0): cos q1, cos q2, sin q1, sin q2, dq1, dq2, reference x, y,
+# reference vx, vy, fingertip - reference (x, y). Gains: benchmarks/robot_arm.py's grid on the nominal arm,
+# training seeds 0-49 (evaluation: 12345+); see docs/robot-arm.md.
+TRACK_GAINS = {"kp": 3.0, "kd": 0.2}
+TRACK_PID_GAINS = {**TRACK_GAINS, "ki": 5.0}
+
+
+@dataclass
+class TrackPD:
+    """Joint-space PD with velocity feed-forward: towards IK(reference), at the joint velocity that moves the
+    fingertip with the reference (``joint_velocity``); batched, stateless."""
+
+    kp: float = TRACK_GAINS["kp"]
+    """Action per radian of joint-angle error (gear 200: 1 action unit is 200 N·m)."""
+    kd: float = TRACK_GAINS["kd"]
+    """Action per rad/s of joint-velocity error (desired from the reference's velocity)."""
+
+    def errors(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q1 = torch.atan2(observation[:, 2], observation[:, 0])
+        q2 = torch.atan2(observation[:, 3], observation[:, 1])
+        q1_des, q2_des = inverse_kinematics(observation[:, 6], observation[:, 7], elbow_hint=q2)
+        dq_des = joint_velocity(q1_des, q2_des, observation[:, 8:10])
+        angle = torch.stack([wrap_angle(q1_des - q1), q2_des - q2], dim=-1)
+        return angle, dq_des - observation[:, 4:6]
+
+    def __call__(self, observation: torch.Tensor) -> torch.Tensor:
+        angle, rate = self.errors(observation)
+        return (self.kp * angle + self.kd * rate).clamp(-1.0, 1.0)
+
+
+@dataclass
+class TrackPID(TrackPD):
+    """:class:`TrackPD` plus an integral of the joint-angle error, with anti-windup: the integral stops
+    growing while the output is saturated in the error's direction (conditional integration) and is held
+    within ``integral_limit``. Stateful per env: ``reset(mask)`` clears the envs that start an episode."""
+
+    ki: float = 0.5
+    """Action per radian-second of accumulated joint-angle error."""
+    integral_limit: float = 1.0
+    """|ki * integral| never exceeds this (action units)."""
+    dt: float = 0.02
+    integral: torch.Tensor | None = None
+
+    def reset(self, mask: torch.Tensor | np.ndarray | None = None) -> None:
+        if self.integral is None or mask is None:
+            self.integral = None
+            return
+        mask = torch.as_tensor(np.asarray(mask), dtype=torch.bool, device=self.integral.device)
+        self.integral[mask] = 0.0
+
+    def __call__(self, observation: torch.Tensor) -> torch.Tensor:
+        angle, rate = self.errors(observation)
+        if self.integral is None or self.integral.shape != angle.shape:
+            self.integral = torch.zeros_like(angle)
+        unsaturated = self.kp * angle + self.kd * rate + self.ki * self.integral
+        winding = (unsaturated.abs() >= 1.0) & (torch.sign(unsaturated) == torch.sign(angle))
+        self.integral = torch.where(winding, self.integral, self.integral + angle * self.dt)
+        if self.ki > 0:
+            limit = self.integral_limit / self.ki
+            self.integral = self.integral.clamp(-limit, limit)
+        return (self.kp * angle + self.kd * rate + self.ki * self.integral).clamp(-1.0, 1.0)
+
+
+class ControllerModule(torch.nn.Module):
+    """A stateless controller as a module (what ``rlpilot export`` traces into a residual run's artifact)."""
+
+    def __init__(self, controller):
+        super().__init__()
+        if hasattr(controller, "reset"):
+            raise UserError(
+                f"{type(controller).__name__} keeps state between steps (an integral): exporting it needs that "
+                "state as an input and output, which rlpilot export does not write yet; train the residual on "
+                "env.base_controller=pd to export it"
+            )
+        self.controller = controller
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.controller(observation)
+
+
 def random_policy(vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]:
     """Uniform samples of the vector env's (batched) action space, seeded with the env."""
 
@@ -100,18 +202,27 @@ def random_policy(vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]
     return act
 
 
-CONTROLLERS = ("pid", "random")
+CONTROLLERS = ("pd", "pid", "random")
+TRACK_IDS = ("rlpilot/ReacherTrack-v0",)
+
+
+def base_controller(name: str, env_id: str):
+    """The classical controller ``name`` (``pd`` or ``pid``) for the arm env ``env_id``, on raw observations;
+    a clear error where it does not apply."""
+    if env_id in TRACK_IDS:
+        return TrackPD() if name == "pd" else TrackPID(**TRACK_PID_GAINS)
+    if env_id in REACHER_IDS:
+        return ReacherPD()  # reaching a fixed target: a PD has no steady-state error to integrate (see above)
+    raise UserError(
+        f"--controller {name} / env.base_controller={name} is the inverse-kinematics controller of the arm envs "
+        f"({', '.join((*REACHER_IDS, *TRACK_IDS))}); '{env_id}' has none (try --controller random)"
+    )
 
 
 def build_controller(name: str, env_id: str, vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]:
     """The named controller for ``env_id``; a clear error where it does not apply."""
     if name == "random":
         return random_policy(vector_action_space)
-    if name == "pid":
-        if env_id not in REACHER_IDS:
-            raise UserError(
-                f"--controller pid is the inverse-kinematics PD baseline for {', '.join(REACHER_IDS)}; "
-                f"'{env_id}' has none (try --controller random)"
-            )
-        return ReacherPD()
+    if name in ("pd", "pid"):
+        return base_controller(name, env_id)
     raise UserError(f"--controller {name}: choose one of {', '.join(CONTROLLERS)}")

@@ -40,18 +40,38 @@ class ExportFailed(Exception):
 
 
 class DeployedPolicy(nn.Module):
-    """Raw observation -> env action: the run's normalisation, then its greedy module."""
+    """Raw observation -> env action: the run's normalisation, then its greedy module; for residual RL
+    (``env.base_controller``), the base controller's action plus ``residual_scale`` times that, clipped to
+    the action box: the whole controller in one artifact."""
 
-    def __init__(self, greedy: nn.Module, obs_norm: dict | None, obs_dim: int):
+    def __init__(
+        self,
+        greedy: nn.Module,
+        obs_norm: dict | None,
+        obs_dim: int,
+        *,
+        base: nn.Module | None = None,
+        residual_scale: float = 1.0,
+        bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ):
         super().__init__()
         self.greedy = greedy
         loc = obs_norm["loc"] if obs_norm else torch.zeros(obs_dim)
         scale = obs_norm["scale"] if obs_norm else torch.ones(obs_dim)
         self.register_buffer("loc", loc.detach().clone().float())
         self.register_buffer("scale", scale.detach().clone().float())
+        self.base = base
+        self.residual_scale = float(residual_scale)
+        low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
+        self.register_buffer("low", torch.as_tensor(low).detach().clone().float())
+        self.register_buffer("high", torch.as_tensor(high).detach().clone().float())
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.greedy((observation - self.loc) / self.scale)
+        action = self.greedy((observation - self.loc) / self.scale)
+        if self.base is None:
+            return action
+        total = self.base(observation) + self.residual_scale * action
+        return torch.maximum(torch.minimum(total, self.high), self.low)
 
 
 @dataclass
@@ -129,7 +149,19 @@ def export_run(
     obs_dim = int(probe_env.observation_spec["observation"].shape[-1])
     action_spec = probe_env.full_action_spec_unbatched["action"]
     probe_env.close()
-    module = DeployedPolicy(policy.algo.greedy_module, policy.obs_norm, obs_dim).eval()
+    base = None
+    if config.env.base_controller != "none":  # residual RL: the base controller goes into the artifact too
+        from rlpilot.controllers import ControllerModule, base_controller
+
+        base = ControllerModule(base_controller(config.env.base_controller, config.env.id))
+    module = DeployedPolicy(
+        policy.algo.greedy_module,
+        policy.obs_norm,
+        obs_dim,
+        base=base,
+        residual_scale=config.env.residual_scale,
+        bounds=(action_spec.space.low, action_spec.space.high) if base is not None else None,
+    ).eval()
     observations = parity_observations(policy, PARITY_OBSERVATIONS, seed)
     with torch.inference_mode():
         live = module(observations)
@@ -209,6 +241,16 @@ def _signature(fmt: str, file_name: str, obs_dim: int, action_spec, config, poli
         "outputs": [output],
         "action": action,
         "observation_normalization": "baked in" if policy.obs_norm else "none",
+        "controller": (
+            {
+                "base": config.env.base_controller,
+                "residual_scale": config.env.residual_scale,
+                "note": "the action is clip(base(observation) + residual_scale * policy(observation)): "
+                "the whole controller; play it on the plain env",
+            }
+            if config.env.base_controller != "none"
+            else None
+        ),
         "env": {
             "id": config.env.id,
             "kwargs": config.env.kwargs,

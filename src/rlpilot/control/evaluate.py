@@ -15,6 +15,13 @@ from rlpilot.envs import observation_reader, to_numpy
 # env's step info. Reacher-v5 reports reward_dist = -|fingertip - target| (metres) every step.
 FINAL_STATE_MEASURES: dict[str, dict[str, Callable[[dict], np.ndarray]]] = {
     "Reacher-v5": {"final_distance": lambda info: -np.asarray(info["reward_dist"], dtype=np.float64)},
+    # rlpilot/ReacherTrack-v0 reports its episode's tracking statistics so far at every step (envs/arm.py)
+    "rlpilot/ReacherTrack-v0": {
+        "track_rmse": lambda info: np.asarray(info["track_rmse"], dtype=np.float64),
+        "track_max": lambda info: np.asarray(info["track_max"], dtype=np.float64),
+        "final_error": lambda info: np.asarray(info["tracking_error"], dtype=np.float64),
+        "motor_effort": lambda info: np.asarray(info["effort"], dtype=np.float64),
+    },
 }
 
 
@@ -80,6 +87,9 @@ def evaluate(
     for round_index in range((episodes + n - 1) // n):
         raw, _ = vector_env.reset(seed=seed + round_index * n)
         observation = read(raw, reset=True)
+        reset_state = getattr(greedy_action, "reset", None)  # a stateful controller (PID): a new episode each
+        if reset_state is not None:
+            reset_state(None)
         episode_return = np.zeros(n)
         episode_length = np.zeros(n, dtype=np.int64)
         effort, smoothness = np.zeros(n), np.zeros(n)
@@ -129,6 +139,6 @@ def evaluate(
 
 def _env_id(vector_env) -> str | None:
     """The gymnasium id of a vector env's sub-envs (``None`` for envs built without one)."""
-    envs = getattr(vector_env, "envs", None)
+    envs = getattr(getattr(vector_env, "unwrapped", vector_env), "envs", None)  # through a ResidualVectorEnv
     spec = getattr(envs[0], "spec", None) if envs else None
     return spec.id if spec is not None else None

@@ -28,6 +28,16 @@ def mlp(in_features: int, out_features: int, cfg: ModelConfig, *, out_gain: floa
     return nn.Sequential(*layers)
 
 
+RESIDUAL_OUT_GAIN = 0.0
+"""Residual RL (``env.base_controller``): the actor's last layer starts at exactly zero, so the greedy
+correction is 0 and a new run plays the base controller's actions."""
+
+
+def actor_out_gain(config) -> float:
+    """Scale of a continuous actor's last layer at initialisation: 0.01 (CleanRL/SB3), or 0 for residual RL."""
+    return RESIDUAL_OUT_GAIN if config.env.base_controller != "none" else 0.01
+
+
 def observation_size(observation_spec) -> int:
     spec = observation_spec["observation"]
     if len(spec.shape) != 2:

@@ -101,6 +101,13 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
         else:
             vector_env = gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
     check_action_space(vector_env.single_action_space, env_cfg.id, close=vector_env.close)
+    if env_cfg.base_controller != "none":
+        from rlpilot.controllers import base_controller
+        from rlpilot.envs.residual import ResidualVectorEnv
+
+        vector_env = ResidualVectorEnv(
+            vector_env, base_controller(env_cfg.base_controller, env_cfg.id), env_cfg.residual_scale
+        )
     return vector_env
 
 

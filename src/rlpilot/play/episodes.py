@@ -102,7 +102,8 @@ def controlled(target: str, controller: str) -> PlayablePolicy:
     if controller not in CONTROLLERS:
         raise UserError(f"--controller {controller}: choose one of {', '.join(CONTROLLERS)}")
     # raw observations and categorical actions: what the controllers read and the action space samples
-    env_config = replace(env_config, normalize_obs=False, action_encoding="categorical")
+    # (and no residual base: the controller's action goes to the env as it is)
+    env_config = replace(env_config, normalize_obs=False, action_encoding="categorical", base_controller="none")
     return PlayablePolicy(env_config, None, None, default_csv, controller)
 
 
@@ -160,7 +161,7 @@ def record_video(target: PlayablePolicy, path: Path, *, seed: int, fps: int = 30
         raise
     except Exception as exc:  # rendering backends raise their own errors (pygame missing, no display...)
         raise UserError(f"cannot render '{target.env_config.id}': {exc}; pip install 'rlpilot[video]'") from None
-    single = env.base_env.vector_env.envs[0]
+    single = env.base_env.vector_env.unwrapped.envs[0]  # through a ResidualVectorEnv
     frames = []
     evaluate(env, _recording(target.policy_for(env), single, frames), episodes=1, seed=seed)
     frames.append(single.render())

@@ -27,7 +27,7 @@ from torchrl.modules import TanhNormal
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
 from rlpilot.config import Config, PPOConfig
-from rlpilot.control.models import GaussianHead, GreedyActor, action_kind, network
+from rlpilot.control.models import GaussianHead, GreedyActor, action_kind, actor_out_gain, network
 from rlpilot.guard import Guard
 
 LOG_PROB_KEY = "action_log_prob"  # the key TorchRL's PPO losses read the sampling log-probability from
@@ -55,7 +55,7 @@ class PPO:
             self.bounds = None
         else:
             action_dim = int(spec.shape[-1])
-            body = network(obs_spec, action_dim, config.model, out_gain=0.01)
+            body = network(obs_spec, action_dim, config.model, out_gain=actor_out_gain(config))
             self.actor_net = GaussianHead(body, action_dim, cfg.init_log_std).to(device)
             self.one_hot = False
             # actions are squashed into exactly [low, high] of the Box: no clipping, no bias at the bounds

@@ -36,7 +36,7 @@ from torchrl.envs import EnvBase
 
 from rlpilot.config import Config, ModelConfig
 from rlpilot.control.algos.offpolicy import OffPolicyContinuous, TwinQ, frozen, polyak
-from rlpilot.control.models import GreedyActor, mlp
+from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's clamp: std from ~2e-9 (near-deterministic) to ~7.4
 
@@ -45,9 +45,9 @@ class SquashedGaussianActor(nn.Module):
     """``observation -> (loc, scale)`` of the Gaussian before tanh; log std is state-dependent, clamped
     to ``[LOG_STD_MIN, LOG_STD_MAX]``. :class:`rlpilot.models.GreedyActor` reads ``loc`` as the mode."""
 
-    def __init__(self, obs_dim: int, action_dim: int, model: ModelConfig):
+    def __init__(self, obs_dim: int, action_dim: int, model: ModelConfig, out_gain: float = 0.01):
         super().__init__()
-        self.net = mlp(obs_dim, 2 * action_dim, model, out_gain=0.01)
+        self.net = mlp(obs_dim, 2 * action_dim, model, out_gain=out_gain)
 
     def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         loc, log_std = self.net(observation).chunk(2, -1)
@@ -66,7 +66,9 @@ class SAC(OffPolicyContinuous):
     def __init__(self, config: Config, env: EnvBase, device: torch.device):
         super().__init__(config, env, device, config.sac)
         cfg = config.sac
-        self.actor = SquashedGaussianActor(self.obs_dim, self.action_dim, config.model).to(device)
+        self.actor = SquashedGaussianActor(
+            self.obs_dim, self.action_dim, config.model, out_gain=actor_out_gain(config)
+        ).to(device)
         self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.temperature = Temperature(cfg.alpha_init).to(device)

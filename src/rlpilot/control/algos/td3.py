@@ -26,13 +26,15 @@ from torchrl.envs import EnvBase
 
 from rlpilot.config import Config
 from rlpilot.control.algos.offpolicy import OffPolicyContinuous, TwinQ, frozen, polyak
-from rlpilot.control.models import GreedyActor, mlp
+from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
 
 
 class TD3(OffPolicyContinuous):
     def __init__(self, config: Config, env: EnvBase, device: torch.device):
         super().__init__(config, env, device, config.td3)
-        self.actor = GreedyActor(mlp(self.obs_dim, self.action_dim, config.model, out_gain=0.01), (self.low, self.high))
+        self.actor = GreedyActor(
+            mlp(self.obs_dim, self.action_dim, config.model, out_gain=actor_out_gain(config)), (self.low, self.high)
+        )
         self.actor = self.actor.to(device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)

@@ -1,0 +1,312 @@
+"""``rlpilot/ReacherTrack-v0``: gymnasium's MuJoCo Reacher arm tracking a moving reference, under the
+disturbances that break fixed controller gains on a real arm.
+
+The arm is Reacher-v5's model (two links, 0.1 m and 0.11 m to the fingertip, torque actuators with gear
+200, joint damping 1 N·m·s/rad, armature 1 kg·m²). Differences from Reacher-v5:
+
+- **Tracking.** The target moves along a smooth reference for 4 seconds (200 steps of 20 ms; the
+  registered time limit): a circle, a figure-eight (1:2 Lissajous) or point-to-point moves with a minimum-jerk
+  velocity profile; size, centre, phase, direction and speed are drawn per episode, the whole path inside
+  the arm's reach (0.04-0.19 m from the shoulder). ``trajectory="mixed"`` (default) draws the kind too.
+- **Vertical plane.** Gravity acts in the arm's plane (along -y; Reacher-v5's arm moves in the horizontal
+  plane, where a payload weighs nothing): a payload is a load the controller has to hold up.
+- **Observation** (12 floats, float32): cos q1, cos q2, sin q1, sin q2, dq1, dq2 (measured: with
+  ``obs_noise``), reference x, y, reference vx, vy, fingertip - reference (x, y) (from the measured
+  angles through the arm's forward kinematics, as an encoder-based controller computes it).
+- **Reward**: ``-|fingertip - reference| - effort_weight * |a|^2`` per step (``effort_weight`` 0.1).
+- **Info** at every step: ``tracking_error`` (m, true positions), and the episode so far:
+  ``track_rmse``, ``track_max``, ``effort`` (mean |a|^2); ``reward_dist`` (-tracking_error) as Reacher-v5.
+
+**Disturbances** (keyword arguments), each a number (fixed for every episode) or ``[low, high]`` (drawn
+uniformly at every reset), applied through the MuJoCo model at reset:
+
+| kwarg | what it changes | nominal |
+|---|---|---|
+| ``payload`` | kg added to the fingertip body (a point mass 0.21 m from the shoulder at full reach) | 0 |
+| ``friction`` | Coulomb friction (``dof_frictionloss``) of both arm joints, N·m | 0 |
+| ``damping`` | viscous damping (``dof_damping``) of both arm joints, N·m·s/rad | 1.0 |
+| ``gain`` | actuator strength: ``actuator_gear`` scaled by this factor (motor not as on the datasheet) | 1.0 |
+| ``obs_noise`` | std of Gaussian noise on measured joint angles (rad) and velocities (rad/s) | 0 |
+| ``action_delay`` | steps between the action and its effect (an integer, 0 or more) | 0 |
+
+``randomize`` names disturbances to draw from :data:`RANDOMIZE_RANGES` where no value is given:
+``"all"``, or a list such as ``["payload", "friction"]`` (training under randomised dynamics).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.envs.mujoco.reacher_v5 import ReacherEnv
+
+LINK_1, LINK_2 = 0.1, 0.11
+REACH = (0.04, 0.19)  # the reference stays this far from the shoulder (m): inside |l1 - l2| .. l1 + l2
+TRAJECTORIES = ("circle", "figure8", "p2p")
+NOMINAL = {"payload": 0.0, "friction": 0.0, "damping": 1.0, "gain": 1.0, "obs_noise": 0.0, "action_delay": 0}
+# Ranges for `randomize` and the "disturbed" evaluation conditions' scale: each about what moves a fixed-gain
+# PD's tracking error visibly on this arm (benchmarks/robot_arm.py reports what they do).
+RANDOMIZE_RANGES: dict[str, tuple[float, float]] = {
+    "payload": (0.0, 4.0),
+    "friction": (0.0, 8.0),
+    "damping": (0.5, 3.0),
+    "gain": (0.6, 1.4),
+    "obs_noise": (0.0, 0.01),
+    "action_delay": (0, 1),
+}
+EPISODE_STEPS = 200
+
+
+def _value(name: str, spec: Any) -> tuple[float, float]:
+    """(low, high) for a disturbance given as a number or [low, high]; a clear error otherwise."""
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        low = high = float(spec)
+    elif isinstance(spec, (list, tuple)) and len(spec) == 2 and all(isinstance(v, (int, float)) for v in spec):
+        low, high = float(spec[0]), float(spec[1])
+    else:
+        raise ValueError(f"{name}: give a number or [low, high], got {spec!r}")
+    if low > high:
+        raise ValueError(f"{name}: low {low} is above high {high}")
+    floor = 0.0 if name != "gain" else 1e-3
+    if low < floor:
+        raise ValueError(f"{name}: must be >= {floor:g} (got {low})")
+    if name == "action_delay" and not (low.is_integer() and high.is_integer()):
+        raise ValueError(f"action_delay: a whole number of steps, got {spec!r}")
+    return low, high
+
+
+class ReacherTrackEnv(ReacherEnv):
+    """Reacher-v5's arm tracking a moving reference in a vertical plane, with optional disturbances."""
+
+    def __init__(
+        self,
+        trajectory: str = "mixed",
+        effort_weight: float = 0.1,
+        payload: Any = None,
+        friction: Any = None,
+        damping: Any = None,
+        gain: Any = None,
+        obs_noise: Any = None,
+        action_delay: Any = None,
+        randomize: Any = None,
+        **kwargs,
+    ):
+        if trajectory not in (*TRAJECTORIES, "mixed"):
+            raise ValueError(f"trajectory: one of {', '.join((*TRAJECTORIES, 'mixed'))}, got {trajectory!r}")
+        given = {
+            "payload": payload,
+            "friction": friction,
+            "damping": damping,
+            "gain": gain,
+            "obs_noise": obs_noise,
+            "action_delay": action_delay,
+        }
+        if randomize in (None, "", "none"):
+            randomized: list[str] = []
+        elif randomize == "all":
+            randomized = list(RANDOMIZE_RANGES)
+        elif isinstance(randomize, (list, tuple)) and all(name in RANDOMIZE_RANGES for name in randomize):
+            randomized = list(randomize)
+        else:
+            raise ValueError(f"randomize: 'all' or a list of {', '.join(RANDOMIZE_RANGES)}, got {randomize!r}")
+        self.disturbance_ranges = {}
+        for name, spec in given.items():
+            if spec is None:
+                spec = list(RANDOMIZE_RANGES[name]) if name in randomized else NOMINAL[name]
+            self.disturbance_ranges[name] = _value(name, spec)
+        self.trajectory = trajectory
+        self.effort_weight = float(effort_weight)
+        self.episode_steps = EPISODE_STEPS
+        super().__init__(**kwargs)
+        self.observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(12,), dtype=np.float32)
+        model = self.model
+        self._fingertip = model.body("fingertip").id
+        self._nominal_model = {
+            "mass": float(model.body_mass[self._fingertip]),
+            "gear": model.actuator_gear[:, 0].copy(),
+        }
+        model.opt.gravity[:] = (0.0, -9.81, 0.0)  # the arm's plane is x-y: gravity in that plane
+        self.disturbances = {name: low for name, (low, _) in self.disturbance_ranges.items()}
+        self._path: dict[str, Any] = {}
+        self._t = 0
+        self._delayed: deque = deque()
+        self._errors: list[float] = []
+        self._effort = 0.0
+
+    # -- the model under the episode's disturbances ------------------------------------------------------
+    def _apply_disturbances(self) -> None:
+        rng = self.np_random
+        drawn = {}
+        for name, (low, high) in self.disturbance_ranges.items():
+            if name == "action_delay":
+                drawn[name] = int(rng.integers(int(low), int(high) + 1))
+            else:
+                drawn[name] = float(rng.uniform(low, high)) if high > low else low
+        model = self.model
+        model.body_mass[self._fingertip] = self._nominal_model["mass"] + drawn["payload"]
+        model.dof_frictionloss[:2] = drawn["friction"]
+        model.dof_damping[:2] = drawn["damping"]
+        model.actuator_gear[:, 0] = self._nominal_model["gear"] * drawn["gain"]
+        self.disturbances = drawn
+
+    def describe_dynamics(self) -> list[str]:
+        """Lines for ``rlpilot check``: each disturbance, fixed or drawn per episode, and the reference."""
+        units = {
+            "payload": "kg at the fingertip",
+            "friction": "N·m Coulomb friction per joint",
+            "damping": "N·m·s/rad viscous damping per joint",
+            "gain": "x actuator strength (gear 200)",
+            "obs_noise": "rad (rad/s) std of measurement noise",
+            "action_delay": "step(s) of action delay",
+        }
+        lines = [f"reference: {self.trajectory} (circle, figure8, p2p or mixed), 4 s; gravity in the arm's plane"]
+        for name, (low, high) in self.disturbance_ranges.items():
+            value = f"{low:g}" if low == high else f"[{low:g}, {high:g}]"
+            note = " (drawn at each reset)" if low != high else " (nominal)" if low == NOMINAL[name] else ""
+            lines.append(f"{name:<13} {value} {units[name]}{note}")
+        return lines
+
+    # -- the reference ------------------------------------------------------------------------------------
+    def _draw_path(self) -> dict[str, Any]:
+        rng = self.np_random
+        kind = self.trajectory if self.trajectory != "mixed" else TRAJECTORIES[int(rng.integers(len(TRAJECTORIES)))]
+        duration = self.episode_steps * self.dt
+        for _ in range(1000):  # rejection: the whole path inside the reach annulus
+            if kind == "p2p":
+                points = [rng.uniform(-REACH[1], REACH[1], size=2) for _ in range(4)]
+                segment = rng.uniform(0.7, 1.3)
+                path = {"kind": kind, "points": np.array(points), "segment": segment}
+            else:
+                path = {
+                    "kind": kind,
+                    "centre": rng.uniform(-0.06, 0.06, size=2),
+                    "size": rng.uniform(0.03, 0.09, size=2),
+                    "omega": rng.uniform(0.5, 1.2) * 2 * math.pi / duration * (1 if rng.random() < 0.5 else -1),
+                    "phase": rng.uniform(0, 2 * math.pi),
+                }
+                if kind == "circle":
+                    path["size"][1] = path["size"][0]
+            times = np.linspace(0.0, duration, 101)
+            radius = np.linalg.norm(np.stack([self._reference(path, t)[0] for t in times]), axis=-1)
+            if radius.min() >= REACH[0] and radius.max() <= REACH[1]:
+                return path
+        raise RuntimeError("no reference path inside the arm's reach after 1000 draws")
+
+    @staticmethod
+    def _reference(path: dict[str, Any], t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Reference position and velocity at time ``t`` (s)."""
+        kind = path["kind"]
+        if kind == "p2p":  # hold the first point, then minimum-jerk moves between consecutive points
+            points, segment = path["points"], path["segment"]
+            index = min(int(t // segment), len(points) - 2)
+            tau = min(max((t - index * segment) / segment, 0.0), 1.0)
+            shape = 10 * tau**3 - 15 * tau**4 + 6 * tau**5
+            rate = (30 * tau**2 - 60 * tau**3 + 30 * tau**4) / segment
+            start, end = points[index], points[index + 1]
+            return start + (end - start) * shape, (end - start) * rate
+        angle = path["omega"] * t + path["phase"]
+        centre, (ax, ay), omega = path["centre"], path["size"], path["omega"]
+        if kind == "circle":
+            offset = np.array([ax * math.cos(angle), ay * math.sin(angle)])
+            velocity = np.array([-ax * math.sin(angle), ay * math.cos(angle)]) * omega
+        else:  # figure-eight: x ~ sin(angle), y ~ sin(2 angle) / 2
+            offset = np.array([ax * math.sin(angle), ay * math.sin(2 * angle) / 2])
+            velocity = np.array([ax * math.cos(angle), ay * math.cos(2 * angle)]) * omega
+        return centre + offset, velocity
+
+    def reference_now(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._reference(self._path, self._t * self.dt)
+
+    # -- gymnasium API ------------------------------------------------------------------------------------
+    def reset_model(self):
+        self._apply_disturbances()
+        self._path = self._draw_path()
+        self._t = 0
+        self._errors, self._effort = [], 0.0
+        self._delayed = deque([np.zeros(2)] * self.disturbances["action_delay"])
+        reference, _ = self.reference_now()
+        q1, q2 = _inverse_kinematics(reference)  # start on the path (a tracking task, not a reach)
+        qpos = self.init_qpos.copy()
+        qpos[:2] = np.array([q1, q2]) + self.np_random.uniform(-0.05, 0.05, size=2)
+        qpos[2:] = reference
+        qvel = np.zeros(self.model.nv)
+        self.set_state(qpos, qvel)
+        return self._get_obs()
+
+    def step(self, action):
+        action = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
+        self._delayed.append(action)
+        applied = self._delayed.popleft()
+        self.do_simulation(applied, self.frame_skip)
+        self._t += 1
+        self._place_target()
+        tip = self.get_body_com("fingertip")[:2]
+        reference, _ = self.reference_now()
+        error = float(np.linalg.norm(tip - reference))
+        effort = float(np.square(action).sum())
+        self._errors.append(error)
+        self._effort += effort
+        reward = -error - self.effort_weight * effort
+        info = {
+            "tracking_error": error,
+            "reward_dist": -error,
+            "track_rmse": float(np.sqrt(np.mean(np.square(self._errors)))),
+            "track_max": float(np.max(self._errors)),
+            "effort": self._effort / len(self._errors),
+        }
+        if self.render_mode == "human":
+            self.render()
+        return self._get_obs(), reward, False, False, info
+
+    def _place_target(self) -> None:
+        """The target body shows the reference (its slide joints are set, not simulated)."""
+        reference, _ = self.reference_now()
+        qpos, qvel = self.data.qpos.copy(), self.data.qvel.copy()
+        qpos[2:], qvel[2:] = reference, 0.0
+        self.set_state(qpos, qvel)
+
+    def _get_obs(self):
+        noise = self.disturbances.get("obs_noise", 0.0) if hasattr(self, "disturbances") else 0.0
+        q = self.data.qpos[:2].copy()
+        dq = self.data.qvel[:2].copy()
+        if noise > 0:
+            q += self.np_random.normal(0.0, noise, size=2)
+            dq += self.np_random.normal(0.0, noise, size=2)
+        reference, velocity = self.reference_now() if self._has_path() else (np.zeros(2), np.zeros(2))
+        tip = _forward_kinematics(q)
+        return np.concatenate([np.cos(q), np.sin(q), dq, reference, velocity, tip - reference]).astype(np.float32)
+
+    def _has_path(self) -> bool:
+        return bool(getattr(self, "_path", None))
+
+
+def _forward_kinematics(q: np.ndarray) -> np.ndarray:
+    return np.array(
+        [
+            LINK_1 * math.cos(q[0]) + LINK_2 * math.cos(q[0] + q[1]),
+            LINK_1 * math.sin(q[0]) + LINK_2 * math.sin(q[0] + q[1]),
+        ]
+    )
+
+
+def _inverse_kinematics(point: np.ndarray) -> tuple[float, float]:
+    x, y = float(point[0]), float(point[1])
+    cos_q2 = np.clip((x * x + y * y - LINK_1**2 - LINK_2**2) / (2 * LINK_1 * LINK_2), -1.0, 1.0)
+    q2 = math.acos(cos_q2)
+    q1 = math.atan2(y, x) - math.atan2(LINK_2 * math.sin(q2), LINK_1 + LINK_2 * math.cos(q2))
+    return q1, q2
+
+
+def register_envs() -> None:
+    """Registers ``rlpilot/ReacherTrack-v0`` (called when an ``rlpilot/`` id is used)."""
+    import gymnasium as gym
+
+    if "rlpilot/ReacherTrack-v0" not in gym.registry:
+        gym.register(
+            "rlpilot/ReacherTrack-v0",
+            entry_point="rlpilot.envs.arm:ReacherTrackEnv",
+            max_episode_steps=EPISODE_STEPS,
+        )

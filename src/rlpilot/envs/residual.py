@@ -1,0 +1,50 @@
+"""Residual RL: a classical controller inside the vector env, the policy's action added to its output.
+
+``clip(base(observation) + scale * action, low, high)`` is what the env receives; the policy sees the
+same observations as the base controller and learns only the correction (Silver et al. 2018, "Residual
+Policy Learning"; Johannink et al. 2019). The base is computed for the whole batch in one call per step,
+and a stateful base (PID) is reset for exactly the envs that start a new episode.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlpilot.errors import UserError
+
+
+class ResidualVectorEnv(gym.vector.VectorWrapper):
+    def __init__(self, env: gym.vector.VectorEnv, controller, scale: float):
+        super().__init__(env)
+        space = env.single_action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise UserError("env.base_controller: residual RL needs continuous (Box) actions")
+        self.controller, self.scale = controller, float(scale)
+        self.low, self.high = env.action_space.low, env.action_space.high
+        self._observation: np.ndarray | None = None
+        self.last_base: np.ndarray | None = None
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        mask = None if options is None else options.get("reset_mask")
+        reset = getattr(self.controller, "reset", None)
+        if reset is not None:
+            reset(mask)
+        if mask is None or self._observation is None:
+            self._observation = np.array(observation, copy=True)
+        else:
+            self._observation[mask] = observation[mask]
+        return observation, info
+
+    def base_action(self) -> np.ndarray:
+        with torch.no_grad():
+            return self.controller(torch.as_tensor(self._observation, dtype=torch.float32)).numpy()
+
+    def step(self, actions):
+        self.last_base = self.base_action()
+        total = np.clip(self.last_base + self.scale * np.asarray(actions), self.low, self.high)
+        observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
+        self._observation = np.array(observation, copy=True)
+        return observation, reward, terminated, truncated, info

@@ -1,0 +1,62 @@
+"""Residual RL end to end on rlpilot/ReacherTrack-v0: train on top of the PD, export the whole controller
+(base + residual) with its parity check, and play the artifact on the plain env exactly as the run plays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("mujoco")
+ort = pytest.importorskip("onnxruntime")
+
+from tests.cli_runner import run_cli  # noqa: E402
+
+from rlpilot.controllers import TrackPD  # noqa: E402
+from rlpilot.play.load import load_policy  # noqa: E402
+from rlpilot.runs import load_run  # noqa: E402
+
+TINY = [
+    *("--set", "env.base_controller=pd", "--set", "env.backend=sync", "--set", "env.num_envs=4"),
+    *("--set", "train.eval_every_frames=1024", "--set", "train.eval_episodes=4", "--frames", "2048"),
+]
+
+
+def test_residual_run_exports_base_plus_residual_and_plays_the_same(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "sac", "rlpilot/ReacherTrack-v0", *TINY, "--run-dir", run_dir, "-q", timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_cli("export", run_dir, "--format", "onnx", timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "max |exported - live|" in result.stdout
+    artifact = run_dir / "export" / "policy.onnx"
+    # the artifact is clip(PD(obs) + scale * greedy(normalised obs)), computed here independently
+    policy = load_policy(run_dir)
+    config = load_run(run_dir).config()
+    observations = torch.as_tensor(np.random.default_rng(0).normal(size=(256, 12)), dtype=torch.float32)
+    observations[:, :4] = torch.cat([torch.cos(observations[:, :2]), torch.sin(observations[:, :2])], -1)
+    observations[:, 6:8] = observations[:, 6:8].clamp(-1, 1) * 0.1
+    normalised = (observations - policy.obs_norm["loc"]) / policy.obs_norm["scale"] if policy.obs_norm else observations
+    with torch.no_grad():
+        expected = (TrackPD()(observations) + config.env.residual_scale * policy.algo.greedy_action(normalised)).clamp(
+            -1, 1
+        )
+    session = ort.InferenceSession(str(artifact))
+    (exported,) = session.run(None, {"observation": observations.numpy()})
+    assert np.abs(exported - expected.numpy()).max() < 1e-5
+    assert np.abs(expected.numpy() - TrackPD()(observations).numpy()).max() > 0  # the residual is not zero
+    # the run (residual env) and the artifact (plain env) play the same episodes the same way
+    run_eval = run_cli("eval", run_dir, "--episodes", "4", timeout=300)
+    artifact_eval = run_cli("eval", artifact, "--episodes", "4", timeout=300)
+    assert run_eval.returncode == artifact_eval.returncode == 0, run_eval.stderr + artifact_eval.stderr
+    assert run_eval.stdout.splitlines()[0].split(":")[1] == artifact_eval.stdout.splitlines()[0].split(":")[1]
+
+
+def test_a_pid_base_is_refused_by_export_in_one_line(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [a if a != "env.base_controller=pd" else "env.base_controller=pid" for a in TINY]
+    result = run_cli("train", "td3", "rlpilot/ReacherTrack-v0", *args, "--run-dir", run_dir, "-q", timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_cli("export", run_dir, timeout=300)
+    assert result.returncode == 2 and "keeps state between steps" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,172 @@
+"""rlpilot/ReacherTrack-v0: each disturbance changes the MuJoCo model as stated; the reference; the PID's
+anti-windup; residual RL starts exactly at the base controller; the exported residual is base + residual."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("mujoco")
+import gymnasium as gym  # noqa: E402
+
+from rlpilot.config import load_config  # noqa: E402
+from rlpilot.controllers import TrackPD, TrackPID  # noqa: E402
+from rlpilot.envs.arm import NOMINAL, RANDOMIZE_RANGES, ReacherTrackEnv, register_envs  # noqa: E402
+
+register_envs()
+ENV_ID = "rlpilot/ReacherTrack-v0"
+
+
+def make(**kwargs) -> ReacherTrackEnv:
+    return gym.make(ENV_ID, **kwargs).unwrapped
+
+
+def test_each_disturbance_is_in_the_model_after_reset():
+    nominal = make()
+    nominal.reset(seed=0)
+    tip = nominal.model.body("fingertip").id
+    mass, gear = float(nominal.model.body_mass[tip]), nominal.model.actuator_gear[:, 0].copy()
+    assert tuple(nominal.model.opt.gravity) == (0.0, -9.81, 0.0)  # in the arm's plane
+    assert nominal.disturbances == {k: float(v) if k != "action_delay" else 0 for k, v in NOMINAL.items()}
+    env = make(payload=2.5, friction=4.0, damping=2.0, gain=0.7)
+    env.reset(seed=0)
+    model = env.model
+    assert model.body_mass[tip] == pytest.approx(mass + 2.5)
+    assert list(model.dof_frictionloss[:2]) == [4.0, 4.0] and list(model.dof_frictionloss[2:]) == [0.0, 0.0]
+    assert list(model.dof_damping[:2]) == [2.0, 2.0]
+    assert np.allclose(model.actuator_gear[:, 0], gear * 0.7)
+    # ranges are drawn per episode, inside the range; a fixed value never moves
+    env = make(payload=[0.0, 4.0], gain=[0.6, 1.4], friction=1.0)
+    drawn = []
+    for seed in range(20):
+        env.reset(seed=seed)
+        drawn.append((env.disturbances["payload"], env.disturbances["gain"], env.disturbances["friction"]))
+        assert env.model.body_mass[tip] == pytest.approx(mass + env.disturbances["payload"])
+        assert np.allclose(env.model.actuator_gear[:, 0], gear * env.disturbances["gain"])
+    payloads, gains, frictions = map(np.array, zip(*drawn))
+    assert payloads.min() >= 0 and payloads.max() <= 4 and payloads.std() > 0.5
+    assert gains.min() >= 0.6 and gains.max() <= 1.4 and set(frictions) == {1.0}
+    every = make(randomize="all")
+    every.reset(seed=3)
+    for name, (low, high) in RANDOMIZE_RANGES.items():
+        assert low <= every.disturbances[name] <= high
+
+
+def test_the_disturbances_act():
+    """Payload pulls the arm down (gravity along -y), weaker motors move it less, the delay holds the first
+    action back one step, noise makes the measured angles differ from the true ones."""
+
+    def after(env, action, steps=5):
+        env.reset(seed=0)
+        for _ in range(steps):
+            env.step(action)
+        return env.data.qpos[:2].copy(), env.data.qvel[:2].copy()
+
+    zero = np.zeros(2)
+    free, _ = after(make(), zero)
+    loaded, _ = after(make(payload=4.0), zero)
+    assert not np.allclose(free, loaded)
+    push = np.array([0.5, 0.0])
+    _, strong = after(make(), push)
+    _, weak = after(make(gain=0.5), push)
+    assert abs(weak[0]) < abs(strong[0])
+    delayed, plain, pushed = make(action_delay=1), make(), make()
+    for env, action in ((delayed, [1.0, 1.0]), (plain, [0.0, 0.0]), (pushed, [1.0, 1.0])):
+        env.reset(seed=0)
+        env.step(np.array(action))
+    assert np.allclose(delayed.data.qvel[:2], plain.data.qvel[:2])  # the first step ran the zero action
+    assert not np.allclose(pushed.data.qvel[:2], plain.data.qvel[:2])
+    delayed.step(np.zeros(2))  # ...and the second step the first action
+    assert delayed.data.qvel[0] > plain.data.qvel[0] + 1.0
+    noisy = make(obs_noise=0.05)
+    observation, _ = noisy.reset(seed=0)
+    q = noisy.data.qpos[:2]
+    assert not np.allclose(observation[:2], np.cos(q), atol=1e-4)
+    clean = make()
+    observation, _ = clean.reset(seed=0)
+    assert np.allclose(observation[:2], np.cos(clean.data.qpos[:2]), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["circle", "figure8", "p2p"])
+def test_reference_is_smooth_inside_reach_and_its_velocity_is_its_derivative(kind):
+    env = make(trajectory=kind)
+    for seed in range(5):
+        env.reset(seed=seed)
+        times = np.arange(0, 200) * env.dt
+        positions = np.stack([env._reference(env._path, t)[0] for t in times])
+        velocities = np.stack([env._reference(env._path, t)[1] for t in times])
+        radius = np.linalg.norm(positions, axis=-1)
+        assert radius.min() >= 0.04 - 1e-9 and radius.max() <= 0.19 + 1e-9
+        numeric = np.gradient(positions, env.dt, axis=0)
+        assert np.abs(numeric[2:-2] - velocities[2:-2]).max() < 0.01  # m/s
+        assert env._path["kind"] == kind
+
+
+def test_observation_layout_and_info():
+    env = gym.make(ENV_ID)
+    observation, _ = env.reset(seed=1)
+    arm = env.unwrapped
+    reference, velocity = arm.reference_now()
+    assert observation.shape == (12,) and observation.dtype == np.float32
+    assert np.allclose(observation[6:8], reference, atol=1e-6) and np.allclose(observation[8:10], velocity, atol=1e-6)
+    tip = arm.get_body_com("fingertip")[:2]
+    assert np.allclose(observation[10:12], tip - reference, atol=1e-5)
+    errors = []
+    for _ in range(200):
+        _, reward, terminated, truncated, info = env.step(np.zeros(2))
+        errors.append(info["tracking_error"])
+        assert reward == pytest.approx(-info["tracking_error"])
+    assert truncated and not terminated
+    assert info["track_rmse"] == pytest.approx(math.sqrt(np.mean(np.square(errors))))
+    assert info["track_max"] == pytest.approx(max(errors))
+
+
+def test_pid_integral_winds_up_only_while_it_can_act():
+    pid = TrackPID(kp=0.0, kd=0.0, ki=1.0, integral_limit=10.0)
+    observation = torch.zeros(2, 12)
+    observation[:, 0] = observation[:, 1] = 1.0  # q = 0
+    observation[:, 6] = 0.15  # reference straight ahead at 0.15 m: q2 > 0 wanted
+    pid(observation)
+    first = pid.integral.clone()
+    for _ in range(2000):
+        action = pid(observation)
+    assert (first.abs() > 0).all()
+    assert (action.abs() <= 1.0).all() and torch.isclose(action[:, 1].abs(), torch.tensor(1.0)).all()
+    # saturated in the error's direction: the integral stopped growing near ki * integral = 1
+    assert pid.integral[:, 1].abs().max() <= 1.0 / pid.ki + 0.1
+    pid.reset(np.array([True, False]))
+    assert pid.integral[0].abs().sum() == 0 and pid.integral[1].abs().sum() > 0
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3", "ppo"])
+def test_residual_at_initialisation_is_the_base_controller(algo):
+    from rlpilot.control.algos import build
+    from rlpilot.control.evaluate import evaluate
+    from rlpilot.envs import make_env
+
+    overrides = ["env.base_controller=pd", "env.backend=sync"]
+    config = load_config(algo=algo, env_id=ENV_ID, overrides=overrides)
+    residual_env = make_env(config.env, num_envs=4, seed=7)
+    algorithm = build(config, residual_env, torch.device("cpu"))
+    observations = torch.randn(64, 12)
+    assert torch.equal(algorithm.greedy_action(observations), torch.zeros(64, 2))  # exactly zero
+    learned = evaluate(residual_env, algorithm.greedy_action, episodes=4, seed=7)
+    plain_config = load_config(algo=algo, env_id=ENV_ID, overrides=["env.backend=sync", "env.normalize_obs=false"])
+    plain_env = make_env(plain_config.env, num_envs=4, seed=7)
+    base = evaluate(plain_env, TrackPD(), episodes=4, seed=7)
+    assert np.array_equal(learned.returns, base.returns)  # the same episodes, bit for bit
+    assert np.array_equal(learned.final["track_rmse"], base.final["track_rmse"])
+
+
+def test_check_shows_the_disturbances_and_the_base():
+    from rlpilot.check import check_env
+    from rlpilot.config import EnvConfig
+
+    env_cfg = EnvConfig(id=ENV_ID, kwargs={"payload": [0.0, 4.0], "action_delay": 1}, base_controller="pd")
+    text = check_env(env_cfg, episodes=2, progress=None).render()
+    assert "payload       [0, 4] kg at the fingertip (drawn at each reset)" in text
+    assert "action_delay  1 step(s) of action delay" in text and "friction      0 N·m" in text
+    assert "residual RL: the env adds the pd controller's action" in text
