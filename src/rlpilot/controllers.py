@@ -114,10 +114,11 @@ def joint_velocity(q1: torch.Tensor, q2: torch.Tensor, velocity: torch.Tensor, d
 
 
 # Tracking observation (rlpilot/ReacherTrack-v0): cos q1, cos q2, sin q1, sin q2, dq1, dq2, reference x, y,
-# reference vx, vy, fingertip - reference (x, y). Gains: benchmarks/robot_arm.py's grid on the nominal arm,
-# training seeds 0-49 (evaluation: 12345+); see docs/robot-arm.md.
-TRACK_GAINS = {"kp": 3.0, "kd": 0.2}
-TRACK_PID_GAINS = {**TRACK_GAINS, "ki": 5.0}
+# reference vx, vy, fingertip - reference (x, y). Gains: benchmarks/arm_gains.py's grid on the nominal arm
+# (kp 0.3-30 x kd 0.05-1, then ki 0-20), seeds 0-31 (evaluation: 12345+), best mean return; see
+# docs/robot-arm.md and benchmarks/results/arm_gains-2026-11-30.json.
+TRACK_GAINS = {"kp": 10.0, "kd": 0.2}
+TRACK_PID_GAINS = {**TRACK_GAINS, "ki": 1.0}
 
 
 @dataclass
@@ -149,7 +150,7 @@ class TrackPID(TrackPD):
     growing while the output is saturated in the error's direction (conditional integration) and is held
     within ``integral_limit``. Stateful per env: ``reset(mask)`` clears the envs that start an episode."""
 
-    ki: float = 0.5
+    ki: float = TRACK_PID_GAINS["ki"]
     """Action per radian-second of accumulated joint-angle error."""
     integral_limit: float = 1.0
     """|ki * integral| never exceeds this (action units)."""

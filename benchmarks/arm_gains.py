@@ -1,0 +1,114 @@
+"""Gains of the classical controllers on rlpilot/ReacherTrack-v0, tuned as a commissioning engineer would.
+
+A grid over kp x kd (PD with velocity feed-forward), then ki on the best PD gains (PID with anti-windup),
+scored by mean return (tracking error plus the effort penalty, the reward the RL policies get) over
+episodes on seeds 0-31 (evaluation in benchmarks/robot_arm.py uses 12345+: disjoint). Tuned once on the
+nominal arm (the gains the controllers ship with, ``rlpilot.controllers.TRACK_GAINS``), and once per
+disturbed condition (the "oracle" rows: gains re-tuned for a condition the engineer could not know).
+
+    python benchmarks/arm_gains.py [--out benchmarks/results/arm_gains-DATE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stamp import ROOT, footer, header  # noqa: E402
+
+from rlpilot.controllers import TrackPD, TrackPID  # noqa: E402
+from rlpilot.envs.arm import register_envs  # noqa: E402
+
+# The evaluation conditions (also benchmarks/robot_arm.py's): one disturbance each at about the upper middle
+# of its randomisation range (rlpilot.envs.arm.RANDOMIZE_RANGES), then all together.
+CONDITIONS: dict[str, dict] = {
+    "nominal": {},
+    "payload": {"payload": 3.0},
+    "friction": {"friction": 6.0},
+    "gain": {"gain": 0.6},
+    "noise": {"obs_noise": 0.01},
+    "delay": {"action_delay": 1},
+    "all": {"payload": 3.0, "friction": 6.0, "gain": 0.7, "obs_noise": 0.005, "action_delay": 1},
+}
+KP = (0.3, 1.0, 3.0, 10.0, 30.0)
+KD = (0.05, 0.1, 0.2, 0.5, 1.0)
+KI = (0.0, 1.0, 5.0, 20.0)
+TUNING_SEEDS = 32  # seeds 0..31
+
+
+def play(controller, kwargs: dict, *, episodes: int, seed: int) -> dict[str, np.ndarray]:
+    """``episodes`` episodes side by side; per episode: return, tracking RMSE, max error, final error, effort."""
+    register_envs()
+    env = gym.vector.SyncVectorEnv(
+        [lambda: gym.make("rlpilot/ReacherTrack-v0", **kwargs)] * episodes,
+        autoreset_mode=gym.vector.AutoresetMode.DISABLED,
+    )
+    observation, _ = env.reset(seed=seed)
+    if hasattr(controller, "reset"):
+        controller.reset(None)
+    returns = np.zeros(episodes)
+    done = np.zeros(episodes, dtype=bool)
+    while not done.all():
+        with torch.no_grad():
+            action = controller(torch.as_tensor(observation)).numpy()
+        observation, reward, terminated, truncated, info = env.step(action)
+        returns += reward
+        done |= terminated | truncated
+    env.close()
+    return {
+        "return": returns,
+        "track_rmse": np.asarray(info["track_rmse"]),
+        "track_max": np.asarray(info["track_max"]),
+        "final_error": np.asarray(info["tracking_error"]),
+        "effort": np.asarray(info["effort"]),
+    }
+
+
+def tune(kwargs: dict) -> dict:
+    scores = {}
+    for kp, kd in itertools.product(KP, KD):
+        scores[(kp, kd, 0.0)] = play(TrackPD(kp=kp, kd=kd), kwargs, episodes=TUNING_SEEDS, seed=0)["return"].mean()
+    kp, kd, _ = max(scores, key=scores.get)
+    for ki in KI[1:]:
+        pid = TrackPID(kp=kp, kd=kd, ki=ki)
+        scores[(kp, kd, ki)] = play(pid, kwargs, episodes=TUNING_SEEDS, seed=0)["return"].mean()
+    best_pd = max((k for k in scores if k[2] == 0.0), key=scores.get)
+    best_pid = max((k for k in scores if k[2] > 0.0), key=scores.get)
+    return {
+        "pd": {"kp": best_pd[0], "kd": best_pd[1], "score": scores[best_pd]},
+        "pid": {"kp": best_pid[0], "kd": best_pid[1], "ki": best_pid[2], "score": scores[best_pid]},
+        "grid": [{"kp": k[0], "kd": k[1], "ki": k[2], "mean_return": v} for k, v in scores.items()],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out", default=str(ROOT / "benchmarks" / "results" / f"arm_gains-{time.strftime('%Y-%m-%d')}.json")
+    )
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    stamp = header()
+    result = {"conditions": CONDITIONS, "tuning_seeds": f"0-{TUNING_SEEDS - 1}", "gains": {}}
+    for name, kwargs in CONDITIONS.items():
+        started = time.perf_counter()
+        result["gains"][name] = tune(kwargs)
+        gains = result["gains"][name]
+        print(f"{name:>9}: PD {gains['pd']}  PID {gains['pid']}  ({time.perf_counter() - started:.0f} s)", flush=True)
+    result["stamp"] = [*stamp, *footer()]
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
