@@ -18,7 +18,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-TARGETS = (ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "tune.md")
+TARGETS = (
+    ROOT / "README.md",
+    ROOT / "docs" / "results.md",
+    ROOT / "docs" / "tune.md",
+    ROOT / "docs" / "robot-arm.md",
+)
 ARM_NAMES = {"preset": "preset vs preset (what a user gets)", "same": "same settings (implementation speed)"}
 
 
@@ -185,12 +190,66 @@ def tune_acrobot_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def arm_gains_table(path: Path) -> str:
+    """benchmarks/arm_gains.py: the gains per condition (nominal = what the controllers ship with)."""
+    data = json.loads(path.read_text())
+    lines = [
+        "| condition | disturbance | PD kp, kd | PD mean return | PID kp, kd, ki | PID mean return |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, gains in data["gains"].items():
+        pd, pid = gains["pd"], gains["pid"]
+        disturbance = ", ".join(f"{k} {v:g}" for k, v in data["conditions"][name].items()) or "none"
+        lines.append(
+            f"| {name} | {disturbance} | {pd['kp']:g}, {pd['kd']:g} | {pd['score']:.3f} | "
+            f"{pid['kp']:g}, {pid['kd']:g}, {pid['ki']:g} | {pid['score']:.3f} |"
+        )
+    lines += [
+        "",
+        f"Best of the grid on tuning seeds {data['tuning_seeds']} (mean return over those episodes). "
+        + source_line(path, data["stamp"]),
+    ]
+    return "\n".join(lines)
+
+
+def robot_arm_track_table(path: Path) -> str:
+    """benchmarks/robot_arm_track.py: one table per condition, every controller and RL group a row."""
+    data = json.loads(path.read_text())
+    blocks = []
+    for condition, rows in data["conditions"].items():
+        measures = [k for k in next(iter(rows.values())) if not k.endswith(" CI") and k != "runs"]
+        lines = [
+            f"**{condition}**",
+            "",
+            "| controller | " + " | ".join(measures) + " |",
+            "|---|" + "---|" * len(measures),
+        ]
+        for name, row in rows.items():
+            cells = []
+            for measure in measures:
+                cell = f"{row[measure]:.3g}"
+                interval = row.get(f"{measure} CI")
+                if interval and interval[0] == interval[0]:  # not NaN
+                    cell += f" [{interval[0]:.3g}, {interval[1]:.3g}]"
+                cells.append(cell)
+            label = f"{name} ({row['runs']} runs, IQM)" if "runs" in row else name
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        blocks.append("\n".join(lines))
+    groups = "; ".join(f"{name}: {len(runs)} runs" for name, runs in data.get("groups", {}).items()) or "none"
+    return "\n\n".join(blocks) + (
+        f"\n\n{data['episodes']} episodes per row (seeds {data['seed']}-{data['seed'] + data['episodes'] - 1}); "
+        f"RL groups: {groups}; gains from `{data['gains']}`. " + source_line(path, data["stamp"])
+    )
+
+
 SOURCES = {
     "time_to_solve": ("time_to_solve-*.json", time_to_solve_table),
     "update_cost": ("update_cost-*.json", update_cost_table),
     "stays_solved": ("stays_solved-*.json", stays_solved_table),
     "fault_soak": ("fault_soak-*.json", fault_soak_table),
     "tune_acrobot": ("tune_acrobot-*.json", tune_acrobot_table),
+    "arm_gains": ("arm_gains-*.json", arm_gains_table),
+    "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
 }
 
 

@@ -27,7 +27,11 @@ TINY = [
 ]
 
 
-def tune_args(out, *extra, trials=3, seeds=1):
+# the same, shorter, where nothing is killed mid-run
+QUICK = [a if a != "train.total_frames=32768" else "train.total_frames=8192" for a in TINY]
+
+
+def tune_args(out, *extra, trials=3, seeds=1, budget=TINY):
     return [
         "tune",
         "ppo-cartpole",
@@ -39,7 +43,7 @@ def tune_args(out, *extra, trials=3, seeds=1):
         "ppo.lr=1e-4:3e-3:log",
         "--param",
         "ppo.epochs=2,4",
-        *TINY,
+        *budget,
         "--check-seeds",
         "0",
         "--out",
@@ -98,8 +102,8 @@ def test_killed_study_continues_and_reruns_nothing_finished(tmp_path):
 
 def test_two_processes_share_one_study_and_run_no_trial_twice(tmp_path):
     out = tmp_path / "study"
-    run_cli(*tune_args(out, trials=1), timeout=300)  # creates the study (and its first trial)
-    processes = [start_cli(*tune_args(out, trials=5)) for _ in range(2)]
+    run_cli(*tune_args(out, trials=1, budget=QUICK), timeout=300)  # creates the study (and its first trial)
+    processes = [start_cli(*tune_args(out, trials=5, budget=QUICK)) for _ in range(2)]
     for process in processes:
         _, err = process.communicate(timeout=600)
         assert process.returncode == 0, err[-2000:]
@@ -140,9 +144,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, extra, message):
 
 def test_other_settings_on_an_existing_study_are_refused_and_nothing_is_lost(tmp_path):
     out = tmp_path / "study"
-    assert run_cli(*tune_args(out, trials=1), timeout=300).returncode == 0
+    assert run_cli(*tune_args(out, trials=1, budget=QUICK), timeout=300).returncode == 0
     before = sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0]
-    other = [a if a != "ppo.lr=1e-4:3e-3:log" else "ppo.lr=1e-5:1e-3:log" for a in tune_args(out, trials=2)]
+    other = [
+        a if a != "ppo.lr=1e-4:3e-3:log" else "ppo.lr=1e-5:1e-3:log" for a in tune_args(out, trials=2, budget=QUICK)
+    ]
     result = run_cli(*other, timeout=120)
     assert result.returncode == 2 and "was started with other settings (space)" in result.stderr
     assert sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0] == before
@@ -188,7 +194,7 @@ def test_mlflow_logger_of_a_run_and_trials_of_a_study(tmp_path, monkeypatch):
     assert len(rows) >= 2
 
     out, uri = tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}"
-    result = run_cli(*tune_args(out, "--mlflow", uri, trials=2), timeout=300)
+    result = run_cli(*tune_args(out, "--mlflow", uri, trials=2, budget=QUICK), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     client = mlflow.MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("rlpilot-ppo-cartpole")
@@ -210,7 +216,7 @@ def test_workers_as_ray_tasks_on_a_local_cluster(tmp_path):
         spec = TuneSpec(
             preset="ppo-cartpole",
             space=parse_space("ppo-cartpole", ["ppo.lr=1e-4:3e-3:log"], None),
-            overrides=[value for value in TINY if value != "--set"],
+            overrides=[value for value in QUICK if value != "--set"],
             seeds_per_trial=1,
         )
         result = tune(spec, trials=3, out=tmp_path / "study", workers=2, ray="local", check_seeds=0)

@@ -21,6 +21,7 @@ FINAL_STATE_MEASURES: dict[str, dict[str, Callable[[dict], np.ndarray]]] = {
         "track_max": lambda info: np.asarray(info["track_max"], dtype=np.float64),
         "final_error": lambda info: np.asarray(info["tracking_error"], dtype=np.float64),
         "motor_effort": lambda info: np.asarray(info["effort"], dtype=np.float64),
+        "motor_smoothness": lambda info: np.asarray(info["smoothness"], dtype=np.float64),
     },
 }
 

@@ -15,7 +15,8 @@ The arm is Reacher-v5's model (two links, 0.1 m and 0.11 m to the fingertip, tor
   angles through the arm's forward kinematics, as an encoder-based controller computes it).
 - **Reward**: ``-|fingertip - reference| - effort_weight * |a|^2`` per step (``effort_weight`` 0.1).
 - **Info** at every step: ``tracking_error`` (m, true positions), and the episode so far:
-  ``track_rmse``, ``track_max``, ``effort`` (mean |a|^2); ``reward_dist`` (-tracking_error) as Reacher-v5.
+  ``track_rmse``, ``track_max``, ``effort`` (mean |a|^2 of the actions the motors got), ``smoothness``
+  (mean |a_t - a_{t-1}|^2); ``reward_dist`` (-tracking_error) as Reacher-v5.
 
 **Disturbances** (keyword arguments), each a number (fixed for every episode) or ``[low, high]`` (drawn
 uniformly at every reset), applied through the MuJoCo model at reset:
@@ -134,7 +135,8 @@ class ReacherTrackEnv(ReacherEnv):
         self._t = 0
         self._delayed: deque = deque()
         self._errors: list[float] = []
-        self._effort = 0.0
+        self._effort = self._changes = 0.0
+        self._previous_action: np.ndarray | None = None
 
     # -- the model under the episode's disturbances ------------------------------------------------------
     def _apply_disturbances(self) -> None:
@@ -225,7 +227,7 @@ class ReacherTrackEnv(ReacherEnv):
         self._apply_disturbances()
         self._path = self._draw_path()
         self._t = 0
-        self._errors, self._effort = [], 0.0
+        self._errors, self._effort, self._changes, self._previous_action = [], 0.0, 0.0, None
         self._delayed = deque([np.zeros(2)] * self.disturbances["action_delay"])
         reference, _ = self.reference_now()
         q1, q2 = _inverse_kinematics(reference)  # start on the path (a tracking task, not a reach)
@@ -249,6 +251,9 @@ class ReacherTrackEnv(ReacherEnv):
         effort = float(np.square(action).sum())
         self._errors.append(error)
         self._effort += effort
+        if self._previous_action is not None:
+            self._changes += float(np.square(action - self._previous_action).sum())
+        self._previous_action = action
         reward = -error - self.effort_weight * effort
         info = {
             "tracking_error": error,
@@ -256,6 +261,7 @@ class ReacherTrackEnv(ReacherEnv):
             "track_rmse": float(np.sqrt(np.mean(np.square(self._errors)))),
             "track_max": float(np.max(self._errors)),
             "effort": self._effort / len(self._errors),
+            "smoothness": self._changes / max(len(self._errors) - 1, 1),
         }
         if self.render_mode == "human":
             self.render()

@@ -1,0 +1,218 @@
+"""The arm tracking comparison (issue 18): classical controllers and RL on rlpilot/ReacherTrack-v0, per condition.
+
+Rows: PD and PID with the gains tuned on the nominal arm (what a commissioning engineer ships), PD and PID
+"oracle" (gains re-tuned for each condition: benchmarks/arm_gains.py), and every group of trained runs given
+(RL alone, residual RL on PD; each group one run per training seed). Columns per condition: tracking RMSE,
+max error, final error (mm), motor effort (mean |a|^2 of what the motors got), smoothness (mean |a_t -
+a_{t-1}|^2) and return. Every row plays the same ``--episodes`` episodes (seeds 12345.., disjoint from the
+tuning seeds 0-31). An RL group's cell is the IQM over its runs of each run's mean, with a 95% bootstrap
+interval over runs.
+
+    python benchmarks/robot_arm_track.py --group "residual SAC=runs/res-s*" --group "SAC=runs/sac-s*" \\
+        [--episodes 100] [--conditions nominal,delay] [--out benchmarks/results/robot_arm_track-DATE.json]
+    python benchmarks/robot_arm_track.py --figure runs/res-s0 --figure-condition all   # the path figure
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from arm_gains import CONDITIONS  # noqa: E402
+from stamp import ROOT, footer, header  # noqa: E402
+
+from rlpilot.config import EnvConfig  # noqa: E402
+from rlpilot.control.evaluate import evaluate  # noqa: E402
+from rlpilot.controllers import TRACK_GAINS, TRACK_PID_GAINS, TrackPD, TrackPID  # noqa: E402
+from rlpilot.envs import make_env  # noqa: E402
+from rlpilot.play.episodes import playable  # noqa: E402
+from rlpilot.sweep import bootstrap, iqm  # noqa: E402
+
+ENV_ID = "rlpilot/ReacherTrack-v0"
+MEASURES = {  # name -> (EvalResult.final key or "return", scale, format)
+    "RMSE (mm)": ("track_rmse", 1000.0),
+    "max (mm)": ("track_max", 1000.0),
+    "final (mm)": ("final_error", 1000.0),
+    "effort": ("motor_effort", 1.0),
+    "smoothness": ("motor_smoothness", 1.0),
+    "return": ("return", 1.0),
+}
+
+
+def measures(result) -> dict[str, float]:
+    values = {"return": result.returns, **result.final}
+    return {name: float(values[key].mean() * scale) for name, (key, scale) in MEASURES.items()}
+
+
+def play_controller(controller, kwargs: dict, episodes: int, seed: int) -> dict[str, float]:
+    env = make_env(EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs), num_envs=min(episodes, 50), seed=seed)
+    try:
+        return measures(evaluate(env, controller, episodes=episodes, seed=seed))
+    finally:
+        env.close()
+
+
+def play_run(run: str, kwargs: dict, episodes: int, seed: int) -> dict[str, float]:
+    """A trained run's greedy policy (with its base controller, if residual) on a fixed condition."""
+    target = playable(run)
+    target.env_config = replace(target.env_config, kwargs=kwargs)
+    env = target.make_env(num_envs=min(episodes, 50), seed=seed)
+    try:
+        return measures(evaluate(env, target.policy_for(env), episodes=episodes, seed=seed))
+    finally:
+        env.close()
+
+
+def classical_rows(gains: dict, condition: str, kwargs: dict, episodes: int, seed: int) -> dict[str, dict]:
+    oracle = gains["gains"][condition]
+    return {
+        "PD (nominal gains)": play_controller(TrackPD(**TRACK_GAINS), kwargs, episodes, seed),
+        "PID (nominal gains)": play_controller(TrackPID(**TRACK_PID_GAINS), kwargs, episodes, seed),
+        "PD oracle (gains for this condition)": play_controller(
+            TrackPD(kp=oracle["pd"]["kp"], kd=oracle["pd"]["kd"]), kwargs, episodes, seed
+        ),
+        "PID oracle (gains for this condition)": play_controller(
+            TrackPID(kp=oracle["pid"]["kp"], kd=oracle["pid"]["kd"], ki=oracle["pid"]["ki"]), kwargs, episodes, seed
+        ),
+    }
+
+
+def group_row(runs: list[str], kwargs: dict, episodes: int, seed: int) -> dict:
+    per_run = [play_run(run, kwargs, episodes, seed) for run in runs]
+    row = {}
+    for name in MEASURES:
+        values = np.array([r[name] for r in per_run])
+        row[name] = iqm(values)
+        row[f"{name} CI"] = bootstrap(values, iqm) if len(values) > 1 else (float("nan"), float("nan"))
+    row["runs"] = len(runs)
+    return row
+
+
+def table(condition: str, rows: dict[str, dict]) -> str:
+    lines = [
+        f"**{condition}** ({CONDITIONS[condition] or 'no disturbance'})",
+        "",
+        "| controller | " + " | ".join(MEASURES) + " |",
+        "|---|" + "---|" * len(MEASURES),
+    ]
+    for name, row in rows.items():
+        cells = []
+        for measure in MEASURES:
+            value = f"{row[measure]:.3g}"
+            if f"{measure} CI" in row and not np.isnan(row[f"{measure} CI"][0]):
+                low, high = row[f"{measure} CI"]
+                value += f" [{low:.3g}, {high:.3g}]"
+            cells.append(value)
+        label = f"{name} ({row['runs']} runs, IQM)" if "runs" in row else name
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
+    """Reference and fingertip paths of one episode under ``condition``: PD (nominal gains) beside the run."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    def trace(policy, env_config: EnvConfig, wrap=None) -> tuple[np.ndarray, np.ndarray, float]:
+        env = make_env(env_config, num_envs=1, seed=seed)
+        vector_env = env.base_env.vector_env
+        single = vector_env.unwrapped.envs[0].unwrapped
+        act = policy(env) if wrap else policy
+        raw, _ = vector_env.reset(seed=seed)
+        from rlpilot.envs import observation_reader
+
+        read = observation_reader(env)
+        references, tips = [], []
+        done = False
+        while not done:
+            action = env.base_env.env_action(act(read(raw)))
+            raw, _, terminated, truncated, info = vector_env.step(action)
+            references.append(single.reference_now()[0].copy())
+            tips.append(single.get_body_com("fingertip")[:2].copy())
+            done = bool(terminated[0] or truncated[0])
+        env.close()
+        return np.array(references), np.array(tips), float(info["track_rmse"][0])
+
+    kwargs = CONDITIONS[condition]
+    pd = trace(TrackPD(**TRACK_GAINS), EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs))
+    target = playable(run)
+    target.env_config = replace(target.env_config, kwargs=kwargs)
+    learned = trace(target.policy_for, target.env_config, wrap=True)
+    figure = Figure(figsize=(10, 5))
+    FigureCanvasAgg(figure)
+    for axis, (name, (reference, tip, rmse)) in zip(
+        figure.subplots(1, 2), (("PD, nominal gains", pd), (f"{Path(run).name}", learned))
+    ):
+        axis.plot(reference[:, 0], reference[:, 1], "k--", lw=1.5, label="reference")
+        axis.plot(tip[:, 0], tip[:, 1], color="C0" if "PD" in name else "C2", lw=1.2, label="fingertip")
+        axis.plot(*tip[0], "o", color="C1", label="start")
+        axis.set_title(f"{name}: RMSE {rmse * 1000:.1f} mm")
+        axis.set_aspect("equal")
+        axis.set_xlim(-0.22, 0.22)
+        axis.set_ylim(-0.22, 0.22)
+        axis.grid(alpha=0.3)
+        axis.legend(loc="lower right", fontsize=8)
+    figure.suptitle(f"rlpilot/ReacherTrack-v0, condition '{condition}' {kwargs}, episode seed {seed}")
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+    print(f"figure: {out}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--group", action="append", default=[], metavar="NAME=GLOB", help="trained runs, one row")
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--conditions", default=",".join(CONDITIONS))
+    parser.add_argument("--gains", default=None, help="arm_gains result (default: the newest)")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--figure", metavar="RUN", help="draw the path figure for this run")
+    parser.add_argument("--figure-condition", default="all")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.figure:
+        path_figure(args.figure, args.figure_condition, ROOT / "docs" / "img" / "arm-track-paths.png", args.seed)
+        return 0
+    gains_path = (
+        Path(args.gains) if args.gains else sorted((ROOT / "benchmarks" / "results").glob("arm_gains-*.json"))[-1]
+    )
+    gains = json.loads(gains_path.read_text())
+    groups = {}
+    for item in args.group:
+        name, _, pattern = item.partition("=")
+        groups[name] = sorted(glob.glob(pattern))
+        if not groups[name]:
+            sys.exit(f"--group {item}: no run matches")
+    stamp = header()
+    result = {
+        "gains": str(gains_path.relative_to(ROOT)),
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "conditions": {},
+    }
+    for condition in args.conditions.split(","):
+        kwargs = CONDITIONS[condition]
+        rows = classical_rows(gains, condition, kwargs, args.episodes, args.seed)
+        for name, runs in groups.items():
+            rows[name] = group_row(runs, kwargs, args.episodes, args.seed)
+        result["conditions"][condition] = rows
+        print(table(condition, rows), flush=True)
+    result["groups"] = groups
+    result["stamp"] = [*stamp, *footer()]
+    out = Path(args.out or ROOT / "benchmarks" / "results" / f"robot_arm_track-{time.strftime('%Y-%m-%d')}.json")
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
