@@ -242,6 +242,132 @@ def robot_arm_track_table(path: Path) -> str:
     )
 
 
+def read_throughput(path: Path) -> tuple[str, dict[tuple[str, str, int], int]]:
+    """benchmarks/throughput.py's text file: its first line, and frames/s by (env, path, envs)."""
+    lines = path.read_text().splitlines()
+    rows = {}
+    for line in lines[2:]:
+        match = re.match(r"(\S+)\s+(.+?)\s{2,}(\d+)\s+([\d,]+)\s+[\d.]+x$", line.strip())
+        if match:
+            env, what, envs, fps = match.groups()
+            rows[(env, what.strip(), int(envs))] = int(fps.replace(",", ""))
+    return lines[0], rows
+
+
+def _si(value: float) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:.3g}M"
+    return f"{value / 1e3:.3g}k" if value >= 1e4 else f"{value:,.0f}"
+
+
+def throughput_table(path: Path) -> str:
+    """CPU collection throughput: CartPole by number of envs, then every native env at 4,096 envs."""
+    first, rows = read_throughput(path)
+    gym1 = rows[("CartPole-v1", "gymnasium, 1 env, Python loop", 1)]
+    torchrl = rows[("CartPole-v1", "TorchRL GymEnv, 1 env, rollout", 1)]
+    lines = [
+        f"CartPole-v1 (gymnasium 1 env: {gym1:,}/s; TorchRL `GymEnv` `rollout`: {torchrl:,}/s, {torchrl / gym1:.2f}x):",
+        "",
+        "| envs | gymnasium numpy-vectorised, random | native env, random | rlpilot collect + PPO, numpy backend "
+        "| rlpilot collect + PPO, native backend |",
+        "|---|---|---|---|---|",
+    ]
+    for envs in (8, 64, 512, 4096):
+        cells = [
+            _si(rows[("CartPole-v1", "gymnasium numpy-vectorised, random", envs)]),
+            _si(rows[("CartPole-v1", "native env, random", envs)]),
+        ]
+        for backend in ("gymnasium", "native"):
+            fps = rows[("CartPole-v1", f"rlpilot collect + PPO, {backend} backend", envs)]
+            cells.append(f"**{_si(fps)}** ({fps / gym1:.1f}x)" if envs == 4096 else _si(fps))
+        lines.append(f"| {envs:,} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "The other native envs, rlpilot's collection with the PPO policy in the loop at 4,096 envs, against the "
+        "gymnasium backend (a `SyncVectorEnv`: gymnasium has no vectorised version of these):",
+        "",
+        "| env | gymnasium 1 env | collect + PPO, gymnasium backend | collect + PPO, native backend |",
+        "|---|---|---|---|",
+    ]
+    for env in ("Acrobot-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0"):
+        one = rows[(env, "gymnasium, 1 env, Python loop", 1)]
+        gym_fps = rows[(env, "rlpilot collect + PPO, gymnasium backend", 4096)]
+        native = rows[(env, "rlpilot collect + PPO, native backend", 4096)]
+        lines.append(f"| {env} | {one:,} | {gym_fps:,} ({gym_fps / one:.2f}x) | **{native:,}** ({native / one:.2g}x) |")
+    lines += ["", f"Source: `{path.relative_to(ROOT)}` ({first}; written before result files carried a stamp)."]
+    return "\n".join(lines)
+
+
+def throughput_gpu_table(path: Path) -> str:
+    """Native envs on CUDA: env alone and collection with the PPO policy, CartPole and Pendulum."""
+    first, rows = read_throughput(path)
+    lines = [
+        "| envs | CartPole, env alone | CartPole, collection + PPO policy | Pendulum, env alone | "
+        "Pendulum, collection + PPO policy |",
+        "|---|---|---|---|---|",
+    ]
+    counts = sorted({envs for (env, what, envs) in rows if env == "CartPole-v1" and what == "native env, random"})
+    for envs in [n for n in counts if n >= 1024]:
+        cells = []
+        for env in ("CartPole-v1", "Pendulum-v1"):
+            alone = rows.get((env, "native env, random", envs))
+            ppo = rows.get((env, "rlpilot collect + PPO, native backend", envs))
+            one = rows.get((env, "gymnasium, 1 env, Python loop", 1))
+            last = envs == counts[-1]
+            cells.append("-" if alone is None else (f"**{_si(alone)}**" if last else _si(alone)))
+            if ppo is None:
+                cells.append("-")
+            else:
+                cells.append(f"**{_si(ppo)}** ({ppo / one:,.0f}x gymnasium)" if last and one else _si(ppo))
+        lines.append(f"| {envs:,} | " + " | ".join(cells) + " |")
+    lines += ["", f"Source: `{path.relative_to(ROOT)}` ({first}; written before result files carried a stamp)."]
+    return "\n".join(lines)
+
+
+LUNAR_PEERS = {
+    "rlpilot-ppo": "rlpilot `ppo-lunarlander` (the Zoo's setting, unchanged)",
+    "sb3-ppo-zoo": "SB3 PPO, Zoo (16 envs × 1024 steps, minibatch 64, 4 epochs, γ 0.999, λ 0.98, entropy 0.01)",
+    "rlpilot-dqn": "rlpilot `dqn-lunarlander` (Zoo setting at a quarter of its updates per frame)",
+    "sb3-dqn-zoo": "SB3 DQN, Zoo (lr 6.3e-4, batch 128, 50k buffer, one update per frame, target every 250 frames, "
+    "256-256)",
+}
+
+
+def lunarlander_table(path: Path) -> str:
+    """benchmarks/lunarlander.py's JSON lines: one row per peer, seeds side by side."""
+    runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [
+        "| peer | solved | frames to solve (per seed) | wall s | process CPU s |",
+        "|---|---|---|---|---|",
+    ]
+    for name, label in LUNAR_PEERS.items():
+        mine = sorted((r for r in runs if r["name"] == name), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        frames = " / ".join(f"{r['frames']:,}" + ("" if r["solved"] else "*") for r in mine)
+        wall = " / ".join(f"{r['train_s']:.0f}" for r in mine)
+        cpu = " / ".join(f"{r['process_cpu_s']:.0f}" for r in mine)
+        cpu = f"**{cpu}**" if name.startswith("rlpilot") else cpu
+        lines.append(f"| {label} | {sum(r['solved'] for r in mine)}/{len(mine)} | {frames} | {wall} | {cpu} |")
+    header = path.with_suffix(".txt").read_text().splitlines()[:2] if path.with_suffix(".txt").exists() else []
+    lines += [
+        "",
+        "\\* not solved: frames reached when the budget or the wall cap ended the run. "
+        f"Source: `{path.relative_to(ROOT)}`; its text file's header: "
+        + "; ".join(line.lstrip("# ") for line in header)
+        + ".",
+    ]
+    return "\n".join(lines)
+
+
+def reacher_table(path: Path) -> str:
+    """benchmarks/robot_arm.py prints a markdown table: copied from its raw output, with the file's header."""
+    text = path.read_text().splitlines()
+    table = [line for line in text if line.startswith("|")]
+    header = [line.lstrip("# ") for line in text if line.startswith("#")]
+    return "\n".join(table) + f"\n\nSource: `{path.relative_to(ROOT)}`: " + "; ".join(header) + "."
+
+
 SOURCES = {
     "time_to_solve": ("time_to_solve-*.json", time_to_solve_table),
     "update_cost": ("update_cost-*.json", update_cost_table),
@@ -249,6 +375,10 @@ SOURCES = {
     "fault_soak": ("fault_soak-*.json", fault_soak_table),
     "tune_acrobot": ("tune_acrobot-*.json", tune_acrobot_table),
     "arm_gains": ("arm_gains-*.json", arm_gains_table),
+    "throughput": ("throughput-20*.txt", throughput_table),
+    "lunarlander": ("lunarlander-*.jsonl", lunarlander_table),
+    "reacher": ("robot_arm-*.txt", reacher_table),
+    "throughput_gpu": ("throughput-h200-*.txt", throughput_gpu_table),
     "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
 }
 
