@@ -25,11 +25,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stamp import ROOT, footer, header  # noqa: E402
 
+from rlpilot.arm import register_envs  # noqa: E402
 from rlpilot.controllers import TrackPD, TrackPID  # noqa: E402
-from rlpilot.envs.arm import register_envs  # noqa: E402
 
 # The evaluation conditions (also benchmarks/robot_arm.py's): one disturbance each at about the upper middle
-# of its randomisation range (rlpilot.envs.arm.RANDOMIZE_RANGES), then all together.
+# of its randomisation range (rlpilot.arm.RANDOMIZE_RANGES), then all together.
 CONDITIONS: dict[str, dict] = {
     "nominal": {},
     "payload": {"payload": 3.0},

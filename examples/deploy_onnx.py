@@ -35,6 +35,10 @@ def main() -> None:
     signature = json.loads(Path(args.model + ".json").read_text())
     session = onnxruntime.InferenceSession(args.model, providers=["CPUExecutionProvider"])
     spec = signature["env"]
+    if spec["id"].startswith("rlpilot/"):  # rlpilot's own envs (the arm): numpy + gymnasium, no torch
+        from rlpilot.arm import register_envs
+
+        register_envs()
     env = gym.make(spec["id"], max_episode_steps=spec["max_episode_steps"], **spec["kwargs"])
     discrete = signature["action"]["type"] == "discrete"
     returns = []

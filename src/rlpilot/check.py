@@ -255,7 +255,7 @@ def check_env(
         "done": "done = terminated | truncated, each (1,) bool; truncated marks the time limit (bootstrap there)",
     }
     single = base.vector_env.unwrapped.envs[0].unwrapped if hasattr(base, "vector_env") else None
-    describe = getattr(single, "describe_dynamics", None)  # envs with settings worth reading (envs/arm.py)
+    describe = getattr(single, "describe_dynamics", None)  # envs with settings worth reading (arm.py)
     report.dynamics = list(describe()) if describe is not None else []
     if env_cfg.base_controller != "none":
         report.dynamics.append(

@@ -33,6 +33,9 @@ from rlpilot.runs import versions
 FORMATS = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.ts.pt"}
 PARITY_OBSERVATIONS = 1000
 CONTINUOUS_TOLERANCE = 1e-5
+# Residual runs: the base controller's IK (acos, atan2) and gains (kp 10 rad^-1) amplify float32 rounding, and
+# onnxruntime's kernels round differently from torch's in the last bit: seen up to 1.2e-5 action units.
+BASE_TOLERANCE = 1e-4
 
 
 class ExportFailed(Exception):
@@ -176,16 +179,17 @@ def export_run(
         exported = torch.as_tensor(run_exported(observations.numpy()))
         max_diff = float((exported.double() - live.double()).abs().max())
         discrete = not live.dtype.is_floating_point
-        ok = bool(torch.equal(exported.to(live.dtype), live)) if discrete else max_diff <= CONTINUOUS_TOLERANCE
+        tolerance = CONTINUOUS_TOLERANCE if base is None else BASE_TOLERANCE
+        ok = bool(torch.equal(exported.to(live.dtype), live)) if discrete else max_diff <= tolerance
         if not ok:
             raise ExportFailed(
                 f"parity check failed for {fmt}: max |exported - live| = {max_diff:.3g} over "
-                f"{len(observations)} observations (allowed: {'0' if discrete else CONTINUOUS_TOLERANCE})"
+                f"{len(observations)} observations (allowed: {'0' if discrete else tolerance})"
             )
         signature["parity"] = {
             "observations": len(observations),
             "max_abs_diff": max_diff,
-            "rule": "identical actions" if discrete else f"<= {CONTINUOUS_TOLERANCE}",
+            "rule": "identical actions" if discrete else f"<= {tolerance}",
         }
         (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
         out_dir.mkdir(parents=True, exist_ok=True)

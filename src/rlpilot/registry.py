@@ -88,7 +88,7 @@ def preset_text(name: str) -> str:
 # -- environment ids -------------------------------------------------------------------------
 NAMESPACES = {
     "MinAtar": ("minatar.gym", "register_envs", "pixels"),
-    "rlpilot": ("rlpilot.envs.arm", "register_envs", "mujoco"),  # rlpilot/ReacherTrack-v0 (docs/robot-arm.md)
+    "rlpilot": ("rlpilot.arm", "register_envs", "mujoco"),  # rlpilot/ReacherTrack-v0 (docs/robot-arm.md)
 }
 """gymnasium namespaces whose ids a package registers on import: (module, its register function, extra)."""
 

@@ -12,9 +12,9 @@ import torch
 pytest.importorskip("mujoco")
 import gymnasium as gym  # noqa: E402
 
+from rlpilot.arm import NOMINAL, RANDOMIZE_RANGES, ReacherTrackEnv, register_envs  # noqa: E402
 from rlpilot.config import load_config  # noqa: E402
 from rlpilot.controllers import TrackPD, TrackPID  # noqa: E402
-from rlpilot.envs.arm import NOMINAL, RANDOMIZE_RANGES, ReacherTrackEnv, register_envs  # noqa: E402
 
 register_envs()
 ENV_ID = "rlpilot/ReacherTrack-v0"

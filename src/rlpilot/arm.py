@@ -49,7 +49,7 @@ REACH = (0.04, 0.19)  # the reference stays this far from the shoulder (m): insi
 TRAJECTORIES = ("circle", "figure8", "p2p")
 NOMINAL = {"payload": 0.0, "friction": 0.0, "damping": 1.0, "gain": 1.0, "obs_noise": 0.0, "action_delay": 0}
 # Ranges for `randomize` and the "disturbed" evaluation conditions' scale: each about what moves a fixed-gain
-# PD's tracking error visibly on this arm (benchmarks/robot_arm.py reports what they do).
+# PD's tracking error visibly on this arm (benchmarks/robot_arm_track.py reports what they do).
 RANDOMIZE_RANGES: dict[str, tuple[float, float]] = {
     "payload": (0.0, 4.0),
     "friction": (0.0, 8.0),
@@ -313,6 +313,6 @@ def register_envs() -> None:
     if "rlpilot/ReacherTrack-v0" not in gym.registry:
         gym.register(
             "rlpilot/ReacherTrack-v0",
-            entry_point="rlpilot.envs.arm:ReacherTrackEnv",
+            entry_point="rlpilot.arm:ReacherTrackEnv",
             max_episode_steps=EPISODE_STEPS,
         )
