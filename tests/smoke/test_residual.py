@@ -24,7 +24,7 @@ from rlpilot.runs import load_run  # noqa: E402
 
 TINY = [
     *("--set", "env.base_controller=pd", "--set", "env.backend=sync", "--set", "env.num_envs=4"),
-    *("--set", "train.eval_every_frames=1024", "--set", "train.eval_episodes=4", "--frames", "2048"),
+    *("--set", "train.eval_every_frames=512", "--set", "train.eval_episodes=4", "--frames", "1024"),
 ]
 
 
