@@ -254,7 +254,8 @@ def check_env(
         "reward": f"{tuple(env.reward_spec.shape[1:])} {env.reward_spec.dtype}",
         "done": "done = terminated | truncated, each (1,) bool; truncated marks the time limit (bootstrap there)",
     }
-    single = base.vector_env.unwrapped.envs[0].unwrapped if hasattr(base, "vector_env") else None
+    envs = getattr(getattr(getattr(base, "vector_env", None), "unwrapped", None), "envs", None)
+    single = envs[0].unwrapped if envs else None  # a SyncVectorEnv's first env (numpy/native vector envs: none)
     describe = getattr(single, "describe_dynamics", None)  # envs with settings worth reading (arm.py)
     report.dynamics = list(describe()) if describe is not None else []
     if env_cfg.base_controller != "none":
