@@ -25,12 +25,14 @@ demo: $(STAMP)
 	$(BIN)/rlpilot eval $(DEMO_RUN) --episodes 100
 	@echo "run directory: $(DEMO_RUN)   curve: $(DEMO_RUN)/curve.png"
 
+# two test processes (pytest-xdist), one per core of the 2-core CI machine; tests that start a local Ray
+# cluster share an xdist group, so only one runs at a time
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup tests
 
 # everything, including learning runs marked slow
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m "" tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "" tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools examples

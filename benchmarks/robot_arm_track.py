@@ -117,20 +117,31 @@ def table(condition: str, rows: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_label(run: str) -> str:
+    """``residual SAC + PD (s0)`` or ``PPO (s1)``: what a run is, for the figure."""
+    from rlpilot.runs import load_run
+
+    config = load_run(run).config()
+    base = config.env.base_controller
+    what = f"residual {config.algo.upper()} + {base.upper()}" if base != "none" else config.algo.upper()
+    return f"{what} ({Path(run).name})"
+
+
 def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
     """Reference and fingertip paths of one episode under ``condition``: PD (nominal gains) beside the run."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    def trace(policy, env_config: EnvConfig, wrap=None) -> tuple[np.ndarray, np.ndarray, float]:
-        env = make_env(env_config, num_envs=1, seed=seed)
-        vector_env = env.base_env.vector_env
-        single = vector_env.unwrapped.envs[0].unwrapped
-        act = policy(env) if wrap else policy
-        raw, _ = vector_env.reset(seed=seed)
+    def trace(policy, build) -> tuple[np.ndarray, np.ndarray, float]:
+        """One episode: ``build()`` makes the env (a run's own, with its saved normalisation), ``policy(env)``
+        the action function."""
         from rlpilot.envs import observation_reader
 
-        read = observation_reader(env)
+        env = build()
+        vector_env = env.base_env.vector_env
+        single = vector_env.unwrapped.envs[0].unwrapped
+        act, read = policy(env), observation_reader(env)
+        raw, _ = vector_env.reset(seed=seed)
         references, tips = [], []
         done = False
         while not done:
@@ -143,14 +154,17 @@ def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
         return np.array(references), np.array(tips), float(info["track_rmse"][0])
 
     kwargs = CONDITIONS[condition]
-    pd = trace(TrackPD(**TRACK_GAINS), EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs))
+    pd = trace(
+        lambda env: TrackPD(**TRACK_GAINS),
+        lambda: make_env(EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs), num_envs=1, seed=seed),
+    )
     target = playable(run)
     target.env_config = replace(target.env_config, kwargs=kwargs)
-    learned = trace(target.policy_for, target.env_config, wrap=True)
+    learned = trace(target.policy_for, lambda: target.make_env(num_envs=1, seed=seed))
     figure = Figure(figsize=(10, 5))
     FigureCanvasAgg(figure)
     for axis, (name, (reference, tip, rmse)) in zip(
-        figure.subplots(1, 2), (("PD, nominal gains", pd), (f"{Path(run).name}", learned))
+        figure.subplots(1, 2), (("PD, nominal gains", pd), (run_label(run), learned))
     ):
         axis.plot(reference[:, 0], reference[:, 1], "k--", lw=1.5, label="reference")
         axis.plot(tip[:, 0], tip[:, 1], color="C0" if "PD" in name else "C2", lw=1.2, label="fingertip")
@@ -161,10 +175,10 @@ def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
         axis.set_ylim(-0.22, 0.22)
         axis.grid(alpha=0.3)
         axis.legend(loc="lower right", fontsize=8)
-    figure.suptitle(f"rlpilot/ReacherTrack-v0, condition '{condition}' {kwargs}, episode seed {seed}")
+    figure.suptitle(f"rlpilot/ReacherTrack-v0, condition '{condition}', episode seed {seed}", fontsize=11)
     figure.tight_layout()
     figure.savefig(out, dpi=100)
-    print(f"figure: {out}")
+    print(f"figure: {out} (RMSE: PD {pd[2] * 1000:.1f} mm, run {learned[2] * 1000:.1f} mm)")
 
 
 def main() -> int:

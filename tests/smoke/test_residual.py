@@ -52,8 +52,8 @@ def test_residual_run_exports_base_plus_residual_and_plays_the_same(tmp_path):
     assert np.abs(exported - expected.numpy()).max() < 1e-4  # export.BASE_TOLERANCE
     assert np.abs(expected.numpy() - TrackPD()(observations).numpy()).max() > 0  # the residual is not zero
     # the run (residual env) and the artifact (plain env) play the same episodes the same way
-    run_eval = run_cli("eval", run_dir, "--episodes", "4", timeout=300)
-    artifact_eval = run_cli("eval", artifact, "--episodes", "4", timeout=300)
+    run_eval = run_cli("eval", run_dir, "--episodes", "2", timeout=300)
+    artifact_eval = run_cli("eval", artifact, "--episodes", "2", timeout=300)
     assert run_eval.returncode == artifact_eval.returncode == 0, run_eval.stderr + artifact_eval.stderr
     assert run_eval.stdout.splitlines()[0].split(":")[1] == artifact_eval.stdout.splitlines()[0].split(":")[1]
     # and examples/deploy_onnx.py runs the whole controller on the arm env with onnxruntime, without torch
@@ -66,13 +66,3 @@ def test_residual_run_exports_base_plus_residual_and_plays_the_same(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
     assert out.returncode == 0, out.stderr
     assert "mean return over 2 episodes" in out.stdout
-
-
-def test_a_pid_base_is_refused_by_export_in_one_line(tmp_path):
-    run_dir = tmp_path / "run"
-    args = [a if a != "env.base_controller=pd" else "env.base_controller=pid" for a in TINY]
-    result = run_cli("train", "td3", "rlpilot/ReacherTrack-v0", *args, "--run-dir", run_dir, "-q", timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    result = run_cli("export", run_dir, timeout=300)
-    assert result.returncode == 2 and "keeps state between steps" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1

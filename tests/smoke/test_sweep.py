@@ -84,6 +84,7 @@ def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     assert len(statuses) == 4 and set(statuses) <= {"finished", "solved"}
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two test workers)
 def test_sweep_on_a_local_ray_cluster_stays_on_loopback(tmp_path):
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")

@@ -22,13 +22,13 @@ optuna = pytest.importorskip("optuna")
 # CartPole PPO runs of a few seconds that never "solve" (threshold above the maximum return), so every
 # trial trains its whole budget and a kill lands mid-run
 TINY = [
-    *("--set", "train.total_frames=32768", "--set", "train.eval_every_frames=4096", "--set", "train.eval_episodes=2"),
-    *("--set", "train.solved_at=1000"),
+    *("--set", "train.total_frames=16384", "--set", "train.eval_every_frames=4096", "--set", "train.eval_episodes=2"),
+    *("--set", "train.solved_at=1000", "--set", "train.checkpoint_every_frames=4096"),
 ]
 
 
 # the same, shorter, where nothing is killed mid-run
-QUICK = [a if a != "train.total_frames=32768" else "train.total_frames=8192" for a in TINY]
+QUICK = [a if a != "train.total_frames=16384" else "train.total_frames=8192" for a in TINY]
 
 
 def tune_args(out, *extra, trials=3, seeds=1, budget=TINY):
@@ -96,20 +96,27 @@ def test_killed_study_continues_and_reruns_nothing_finished(tmp_path):
     assert summary.count("| complete |") == 3
     assert (out / "history.png").stat().st_size > 5000
     best = load_config(config_file=out / "best.yaml")
-    assert best.ppo.epochs in (2, 4) and best.train.total_frames == 32768
-    assert "rlpilot train ppo-cartpole --set train.total_frames=32768" in result.stdout
+    assert best.ppo.epochs in (2, 4) and best.train.total_frames == 16384
+    assert "rlpilot train ppo-cartpole --set train.total_frames=16384" in result.stdout
+    # the same study with another search space: refused in one line, nothing of the study changed
+    before = sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0]
+    other = [a if a != "ppo.lr=1e-4:3e-3:log" else "ppo.lr=1e-5:1e-3:log" for a in tune_args(out, trials=4)]
+    refused = run_cli(*other, timeout=120)
+    assert refused.returncode == 2 and "was started with other settings (space)" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0] == before
 
 
 def test_two_processes_share_one_study_and_run_no_trial_twice(tmp_path):
     out = tmp_path / "study"
     run_cli(*tune_args(out, trials=1, budget=QUICK), timeout=300)  # creates the study (and its first trial)
-    processes = [start_cli(*tune_args(out, trials=5, budget=QUICK)) for _ in range(2)]
+    processes = [start_cli(*tune_args(out, trials=4, budget=QUICK)) for _ in range(2)]
     for process in processes:
         _, err = process.communicate(timeout=600)
         assert process.returncode == 0, err[-2000:]
     trials = trials_of(out)
     done = complete(trials)
-    assert 5 <= len(done) <= 6  # each process stops once 5 are done: at most one trial in flight past that
+    assert 4 <= len(done) <= 5  # each process stops once 4 are done: at most one trial in flight past that
     assert all(t.state.name in ("COMPLETE", "PRUNED") for t in trials)
     keys = [t.user_attrs["run_key"] for t in done]
     assert len(set(keys)) == len(keys)  # one run directory per trial
@@ -144,18 +151,6 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, extra, message):
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert "secret" not in result.stderr  # a password in a storage URL is never printed
-
-
-def test_other_settings_on_an_existing_study_are_refused_and_nothing_is_lost(tmp_path):
-    out = tmp_path / "study"
-    assert run_cli(*tune_args(out, trials=1, budget=QUICK), timeout=300).returncode == 0
-    before = sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0]
-    other = [
-        a if a != "ppo.lr=1e-4:3e-3:log" else "ppo.lr=1e-5:1e-3:log" for a in tune_args(out, trials=2, budget=QUICK)
-    ]
-    result = run_cli(*other, timeout=120)
-    assert result.returncode == 2 and "was started with other settings (space)" in result.stderr
-    assert sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0] == before
 
 
 @pytest.mark.skipif(not os.environ.get("RLPILOT_TEST_POSTGRES"), reason="set RLPILOT_TEST_POSTGRES=postgresql://...")
@@ -198,17 +193,18 @@ def test_mlflow_logger_of_a_run_and_trials_of_a_study(tmp_path, monkeypatch):
     assert len(rows) >= 2
 
     out, uri = tmp_path / "study", f"sqlite:///{tmp_path / 'mlflow.db'}"
-    result = run_cli(*tune_args(out, "--mlflow", uri, trials=2, budget=QUICK), timeout=300)
+    result = run_cli(*tune_args(out, "--mlflow", uri, trials=1, budget=QUICK), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     client = mlflow.MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("rlpilot-ppo-cartpole")
     runs = client.search_runs([experiment.experiment_id])
-    assert sorted(r.info.run_name for r in runs) == ["trial-0", "trial-1"]
+    assert sorted(r.info.run_name for r in runs) == ["trial-0"]
     for logged, trial in zip(sorted(runs, key=lambda r: r.info.run_name), trials_of(out)):
         assert float(logged.data.params["ppo.lr"]) == pytest.approx(trial.params["ppo.lr"])
         assert logged.data.metrics["objective_frames"] == trial.value
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two test workers)
 def test_workers_as_ray_tasks_on_a_local_cluster(tmp_path):
     """`--ray local`: two Ray tasks share the study through its SQLite storage (listeners on loopback)."""
     ray = pytest.importorskip("ray")

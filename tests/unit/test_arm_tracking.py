@@ -170,3 +170,16 @@ def test_check_shows_the_disturbances_and_the_base():
     assert "payload       [0, 4] kg at the fingertip (drawn at each reset)" in text
     assert "action_delay  1 step(s) of action delay" in text and "friction      0 N·m" in text
     assert "residual RL: the env adds the pd controller's action" in text
+
+
+def test_a_pid_base_is_refused_by_export_in_one_line():
+    """The PID keeps an integral between steps: an artifact would need it as an input and output."""
+    from rlpilot.controllers import ControllerModule, base_controller
+    from rlpilot.errors import UserError
+
+    with pytest.raises(UserError, match="keeps state between steps") as info:
+        ControllerModule(base_controller("pid", ENV_ID))
+    assert "\n" not in str(info.value)
+    assert torch.equal(
+        ControllerModule(base_controller("pd", ENV_ID))(torch.zeros(3, 12)), TrackPD()(torch.zeros(3, 12))
+    )
