@@ -61,10 +61,19 @@ def play_controller(controller, kwargs: dict, episodes: int, seed: int) -> dict[
         env.close()
 
 
+def under(run_kwargs: dict, condition: dict) -> dict:
+    """A run's env kwargs under a fixed condition: its randomisation and disturbances replaced by the
+    condition's, its other settings (``obs_last_action``, ``trajectory``) kept."""
+    from rlpilot.arm import NOMINAL
+
+    kept = {k: v for k, v in run_kwargs.items() if k not in NOMINAL and k != "randomize"}
+    return {**kept, **condition}
+
+
 def play_run(run: str, kwargs: dict, episodes: int, seed: int) -> dict[str, float]:
     """A trained run's greedy policy (with its base controller, if residual) on a fixed condition."""
     target = playable(run)
-    target.env_config = replace(target.env_config, kwargs=kwargs)
+    target.env_config = replace(target.env_config, kwargs=under(target.env_config.kwargs, kwargs))
     env = target.make_env(num_envs=min(episodes, 50), seed=seed)
     try:
         return measures(evaluate(env, target.policy_for(env), episodes=episodes, seed=seed))
@@ -159,7 +168,7 @@ def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
         lambda: make_env(EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs), num_envs=1, seed=seed),
     )
     target = playable(run)
-    target.env_config = replace(target.env_config, kwargs=kwargs)
+    target.env_config = replace(target.env_config, kwargs=under(target.env_config.kwargs, kwargs))
     learned = trace(target.policy_for, lambda: target.make_env(num_envs=1, seed=seed))
     figure = Figure(figsize=(10, 5))
     FigureCanvasAgg(figure)

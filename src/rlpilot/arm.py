@@ -30,6 +30,9 @@ uniformly at every reset), applied through the MuJoCo model at reset:
 | ``obs_noise`` | std of Gaussian noise on measured joint angles (rad) and velocities (rad/s) | 0 |
 | ``action_delay`` | steps between the action and its effect (an integer, 0 or more) | 0 |
 
+``obs_last_action=True`` appends the last action the motors were sent (2 floats: 14 in all), which makes the
+state Markov under a one-step delay (the classical controllers read only the first 12).
+
 ``randomize`` names disturbances to draw from :data:`RANDOMIZE_RANGES` where no value is given:
 ``"all"``, or a list such as ``["payload", "friction"]`` (training under randomised dynamics).
 """
@@ -93,6 +96,7 @@ class ReacherTrackEnv(ReacherEnv):
         obs_noise: Any = None,
         action_delay: Any = None,
         randomize: Any = None,
+        obs_last_action: bool = False,
         **kwargs,
     ):
         if trajectory not in (*TRAJECTORIES, "mixed"):
@@ -119,10 +123,12 @@ class ReacherTrackEnv(ReacherEnv):
                 spec = list(RANDOMIZE_RANGES[name]) if name in randomized else NOMINAL[name]
             self.disturbance_ranges[name] = _value(name, spec)
         self.trajectory = trajectory
+        self.obs_last_action = bool(obs_last_action)
         self.effort_weight = float(effort_weight)
         self.episode_steps = EPISODE_STEPS
         super().__init__(**kwargs)
-        self.observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(12,), dtype=np.float32)
+        size = 14 if self.obs_last_action else 12
+        self.observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)
         model = self.model
         self._fingertip = model.body("fingertip").id
         self._nominal_model = {
@@ -283,7 +289,11 @@ class ReacherTrackEnv(ReacherEnv):
             dq += self.np_random.normal(0.0, noise, size=2)
         reference, velocity = self.reference_now() if self._has_path() else (np.zeros(2), np.zeros(2))
         tip = _forward_kinematics(q)
-        return np.concatenate([np.cos(q), np.sin(q), dq, reference, velocity, tip - reference]).astype(np.float32)
+        parts = [np.cos(q), np.sin(q), dq, reference, velocity, tip - reference]
+        if getattr(self, "obs_last_action", False):  # the motors' last command: Markov under a one-step delay
+            last = getattr(self, "_previous_action", None)
+            parts.append(np.zeros(2) if last is None else last)
+        return np.concatenate(parts).astype(np.float32)
 
     def _has_path(self) -> bool:
         return bool(getattr(self, "_path", None))

@@ -183,3 +183,12 @@ def test_a_pid_base_is_refused_by_export_in_one_line():
     assert torch.equal(
         ControllerModule(base_controller("pd", ENV_ID))(torch.zeros(3, 12)), TrackPD()(torch.zeros(3, 12))
     )
+
+
+def test_last_action_in_the_observation():
+    env = gym.make(ENV_ID, obs_last_action=True)
+    observation, _ = env.reset(seed=0)
+    assert observation.shape == (14,) and list(observation[12:]) == [0.0, 0.0]
+    observation, *_ = env.step(np.array([0.3, -2.0]))  # clipped to the box, as the motors get it
+    assert np.allclose(observation[12:], [0.3, -1.0])
+    assert TrackPD()(torch.as_tensor(observation)[None]).shape == (1, 2)  # the controllers read the first 12
