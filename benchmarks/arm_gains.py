@@ -18,15 +18,17 @@ import sys
 import time
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stamp import ROOT, footer, header  # noqa: E402
 
-from rlpilot.arm import register_envs  # noqa: E402
+from rlpilot.config import EnvConfig  # noqa: E402
+from rlpilot.control.evaluate import EvalResult, evaluate  # noqa: E402
 from rlpilot.controllers import TrackPD, TrackPID  # noqa: E402
+from rlpilot.envs import make_env  # noqa: E402
+
+ENV_ID = "rlpilot/ReacherTrack-v0"
 
 # The evaluation conditions (also benchmarks/robot_arm.py's): one disturbance each at about the upper middle
 # of its randomisation range (rlpilot.arm.RANDOMIZE_RANGES), then all together.
@@ -45,42 +47,24 @@ KI = (0.0, 1.0, 5.0, 20.0)
 TUNING_SEEDS = 32  # seeds 0..31
 
 
-def play(controller, kwargs: dict, *, episodes: int, seed: int) -> dict[str, np.ndarray]:
-    """``episodes`` episodes side by side; per episode: return, tracking RMSE, max error, final error, effort."""
-    register_envs()
-    env = gym.vector.SyncVectorEnv(
-        [lambda: gym.make("rlpilot/ReacherTrack-v0", **kwargs)] * episodes,
-        autoreset_mode=gym.vector.AutoresetMode.DISABLED,
-    )
-    observation, _ = env.reset(seed=seed)
-    if hasattr(controller, "reset"):
-        controller.reset(None)
-    returns = np.zeros(episodes)
-    done = np.zeros(episodes, dtype=bool)
-    while not done.all():
-        with torch.no_grad():
-            action = controller(torch.as_tensor(observation)).numpy()
-        observation, reward, terminated, truncated, info = env.step(action)
-        returns += reward
-        done |= terminated | truncated
-    env.close()
-    return {
-        "return": returns,
-        "track_rmse": np.asarray(info["track_rmse"]),
-        "track_max": np.asarray(info["track_max"]),
-        "final_error": np.asarray(info["tracking_error"]),
-        "effort": np.asarray(info["effort"]),
-    }
+def play(controller, kwargs: dict, *, episodes: int, seed: int) -> EvalResult:
+    """``episodes`` episodes of ``controller`` under ``kwargs`` through rlpilot's evaluation loop (episode i:
+    seed + i), at most 50 side by side; per episode: return and the tracking measures."""
+    env = make_env(EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs), num_envs=min(episodes, 50), seed=seed)
+    try:
+        return evaluate(env, controller, episodes=episodes, seed=seed)
+    finally:
+        env.close()
 
 
 def tune(kwargs: dict) -> dict:
     scores = {}
     for kp, kd in itertools.product(KP, KD):
-        scores[(kp, kd, 0.0)] = play(TrackPD(kp=kp, kd=kd), kwargs, episodes=TUNING_SEEDS, seed=0)["return"].mean()
+        scores[(kp, kd, 0.0)] = play(TrackPD(kp=kp, kd=kd), kwargs, episodes=TUNING_SEEDS, seed=0).mean
     kp, kd, _ = max(scores, key=scores.get)
     for ki in KI[1:]:
         pid = TrackPID(kp=kp, kd=kd, ki=ki)
-        scores[(kp, kd, ki)] = play(pid, kwargs, episodes=TUNING_SEEDS, seed=0)["return"].mean()
+        scores[(kp, kd, ki)] = play(pid, kwargs, episodes=TUNING_SEEDS, seed=0).mean
     best_pd = max((k for k in scores if k[2] == 0.0), key=scores.get)
     best_pid = max((k for k in scores if k[2] > 0.0), key=scores.get)
     return {

@@ -27,8 +27,11 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arm_gains import CONDITIONS  # noqa: E402
+from arm_gains import CONDITIONS, ENV_ID, play  # noqa: E402
 from stamp import ROOT, footer, header  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tools"))
+from gen_results import robot_arm_track_table  # noqa: E402
 
 from rlpilot.config import EnvConfig  # noqa: E402
 from rlpilot.control.evaluate import evaluate  # noqa: E402
@@ -37,7 +40,6 @@ from rlpilot.envs import make_env  # noqa: E402
 from rlpilot.play.episodes import playable  # noqa: E402
 from rlpilot.sweep import bootstrap, iqm  # noqa: E402
 
-ENV_ID = "rlpilot/ReacherTrack-v0"
 MEASURES = {  # name -> (EvalResult.final key or "return", scale, format)
     "RMSE (mm)": ("track_rmse", 1000.0),
     "max (mm)": ("track_max", 1000.0),
@@ -54,11 +56,7 @@ def measures(result) -> dict[str, float]:
 
 
 def play_controller(controller, kwargs: dict, episodes: int, seed: int) -> dict[str, float]:
-    env = make_env(EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs), num_envs=min(episodes, 50), seed=seed)
-    try:
-        return measures(evaluate(env, controller, episodes=episodes, seed=seed))
-    finally:
-        env.close()
+    return measures(play(controller, kwargs, episodes=episodes, seed=seed))
 
 
 def under(run_kwargs: dict, condition: dict) -> dict:
@@ -101,29 +99,9 @@ def group_row(runs: list[str], kwargs: dict, episodes: int, seed: int) -> dict:
     for name in MEASURES:
         values = np.array([r[name] for r in per_run])
         row[name] = iqm(values)
-        row[f"{name} CI"] = bootstrap(values, iqm) if len(values) > 1 else (float("nan"), float("nan"))
+        row[f"{name} CI"] = bootstrap(values, iqm)  # NaN for a single run
     row["runs"] = len(runs)
     return row
-
-
-def table(condition: str, rows: dict[str, dict]) -> str:
-    lines = [
-        f"**{condition}** ({CONDITIONS[condition] or 'no disturbance'})",
-        "",
-        "| controller | " + " | ".join(MEASURES) + " |",
-        "|---|" + "---|" * len(MEASURES),
-    ]
-    for name, row in rows.items():
-        cells = []
-        for measure in MEASURES:
-            value = f"{row[measure]:.3g}"
-            if f"{measure} CI" in row and not np.isnan(row[f"{measure} CI"][0]):
-                low, high = row[f"{measure} CI"]
-                value += f" [{low:.3g}, {high:.3g}]"
-            cells.append(value)
-        label = f"{name} ({row['runs']} runs, IQM)" if "runs" in row else name
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def run_label(run: str) -> str:
@@ -228,11 +206,12 @@ def main() -> int:
         for name, runs in groups.items():
             rows[name] = group_row(runs, kwargs, args.episodes, args.seed)
         result["conditions"][condition] = rows
-        print(table(condition, rows), flush=True)
+        print(f"{condition}: done", flush=True)
     result["groups"] = groups
     result["stamp"] = [*stamp, *footer()]
     out = Path(args.out or ROOT / "benchmarks" / "results" / f"robot_arm_track-{time.strftime('%Y-%m-%d')}.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
+    print(robot_arm_track_table(out))  # the rendering of the generated tables in docs/robot-arm.md
     print(f"wrote {out}")
     return 0
 

@@ -42,8 +42,9 @@ def stamp_value(stamp: list[str], key: str) -> str:
 def source_line(path: Path, stamp: list[str]) -> str:
     """Where a table's numbers come from: the file, its commit, date, load and command."""
     load = stamp_value(stamp, "load at start").split(" (")[0]
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     return (
-        f"Source: `{path.relative_to(ROOT)}` (commit {stamp_value(stamp, 'commit')[:12]}, "
+        f"Source: `{shown}` (commit {stamp_value(stamp, 'commit')[:12]}, "
         f"{stamp_value(stamp, 'date')}, load at start {load}); command: `{stamp_value(stamp, 'command')}`."
     )
 

@@ -126,6 +126,15 @@ class ReacherTrackEnv(ReacherEnv):
         self.obs_last_action = bool(obs_last_action)
         self.effort_weight = float(effort_weight)
         self.episode_steps = EPISODE_STEPS
+        # the episode's state (reset_model fills it), set before MujocoEnv's constructor may read it
+        self.disturbances = {name: low for name, (low, _) in self.disturbance_ranges.items()}
+        self._path: dict[str, Any] = {}
+        self._t = 0
+        self._now = (np.zeros(2), np.zeros(2))  # reference position and velocity at step _t
+        self._delayed: deque = deque()
+        self._steps, self._squared_errors, self._max_error = 0, 0.0, 0.0
+        self._effort = self._changes = 0.0
+        self._previous_action: np.ndarray | None = None
         super().__init__(**kwargs)
         size = 14 if self.obs_last_action else 12
         self.observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)
@@ -136,13 +145,6 @@ class ReacherTrackEnv(ReacherEnv):
             "gear": model.actuator_gear[:, 0].copy(),
         }
         model.opt.gravity[:] = (0.0, -9.81, 0.0)  # the arm's plane is x-y: gravity in that plane
-        self.disturbances = {name: low for name, (low, _) in self.disturbance_ranges.items()}
-        self._path: dict[str, Any] = {}
-        self._t = 0
-        self._delayed: deque = deque()
-        self._errors: list[float] = []
-        self._effort = self._changes = 0.0
-        self._previous_action: np.ndarray | None = None
 
     # -- the model under the episode's disturbances ------------------------------------------------------
     def _apply_disturbances(self) -> None:
@@ -226,16 +228,19 @@ class ReacherTrackEnv(ReacherEnv):
         return centre + offset, velocity
 
     def reference_now(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._reference(self._path, self._t * self.dt)
+        """The reference's position and velocity at the current step."""
+        return self._now
 
     # -- gymnasium API ------------------------------------------------------------------------------------
     def reset_model(self):
         self._apply_disturbances()
         self._path = self._draw_path()
         self._t = 0
-        self._errors, self._effort, self._changes, self._previous_action = [], 0.0, 0.0, None
+        self._now = self._reference(self._path, 0.0)
+        self._steps, self._squared_errors, self._max_error = 0, 0.0, 0.0
+        self._effort, self._changes, self._previous_action = 0.0, 0.0, None
         self._delayed = deque([np.zeros(2)] * self.disturbances["action_delay"])
-        reference, _ = self.reference_now()
+        reference = self._now[0]
         q1, q2 = _inverse_kinematics(reference)  # start on the path (a tracking task, not a reach)
         qpos = self.init_qpos.copy()
         qpos[:2] = np.array([q1, q2]) + self.np_random.uniform(-0.05, 0.05, size=2)
@@ -250,12 +255,15 @@ class ReacherTrackEnv(ReacherEnv):
         applied = self._delayed.popleft()
         self.do_simulation(applied, self.frame_skip)
         self._t += 1
-        self._place_target()
-        tip = self.get_body_com("fingertip")[:2]
-        reference, _ = self.reference_now()
-        error = float(np.linalg.norm(tip - reference))
+        self._now = self._reference(self._path, self._t * self.dt)
+        reference = self._now[0]
+        self._place_target(reference)
+        error = float(np.linalg.norm(self.get_body_com("fingertip")[:2] - reference))
         effort = float(np.square(action).sum())
-        self._errors.append(error)
+        # the episode so far, as running sums (info reports them every step)
+        self._steps += 1
+        self._squared_errors += error * error
+        self._max_error = max(self._max_error, error)
         self._effort += effort
         if self._previous_action is not None:
             self._changes += float(np.square(action - self._previous_action).sum())
@@ -264,39 +272,34 @@ class ReacherTrackEnv(ReacherEnv):
         info = {
             "tracking_error": error,
             "reward_dist": -error,
-            "track_rmse": float(np.sqrt(np.mean(np.square(self._errors)))),
-            "track_max": float(np.max(self._errors)),
-            "effort": self._effort / len(self._errors),
-            "smoothness": self._changes / max(len(self._errors) - 1, 1),
+            "track_rmse": math.sqrt(self._squared_errors / self._steps),
+            "track_max": self._max_error,
+            "effort": self._effort / self._steps,
+            "smoothness": self._changes / max(self._steps - 1, 1),
         }
         if self.render_mode == "human":
             self.render()
         return self._get_obs(), reward, False, False, info
 
-    def _place_target(self) -> None:
+    def _place_target(self, reference: np.ndarray) -> None:
         """The target body shows the reference (its slide joints are set, not simulated)."""
-        reference, _ = self.reference_now()
         qpos, qvel = self.data.qpos.copy(), self.data.qvel.copy()
         qpos[2:], qvel[2:] = reference, 0.0
         self.set_state(qpos, qvel)
 
     def _get_obs(self):
-        noise = self.disturbances.get("obs_noise", 0.0) if hasattr(self, "disturbances") else 0.0
+        noise = self.disturbances["obs_noise"]
         q = self.data.qpos[:2].copy()
         dq = self.data.qvel[:2].copy()
         if noise > 0:
             q += self.np_random.normal(0.0, noise, size=2)
             dq += self.np_random.normal(0.0, noise, size=2)
-        reference, velocity = self.reference_now() if self._has_path() else (np.zeros(2), np.zeros(2))
+        reference, velocity = self._now
         tip = _forward_kinematics(q)
         parts = [np.cos(q), np.sin(q), dq, reference, velocity, tip - reference]
-        if getattr(self, "obs_last_action", False):  # the motors' last command: Markov under a one-step delay
-            last = getattr(self, "_previous_action", None)
-            parts.append(np.zeros(2) if last is None else last)
+        if self.obs_last_action:  # the motors' last command: Markov under a one-step delay
+            parts.append(np.zeros(2) if self._previous_action is None else self._previous_action)
         return np.concatenate(parts).astype(np.float32)
-
-    def _has_path(self) -> bool:
-        return bool(getattr(self, "_path", None))
 
 
 def _forward_kinematics(q: np.ndarray) -> np.ndarray:

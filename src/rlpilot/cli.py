@@ -215,7 +215,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rlpilot.config import load_config
-    from rlpilot.tune import TuneSpec, main_message, parse_space, tune
+    from rlpilot.tune import TuneSpec, parse_space, tune
 
     load_config(args.preset, overrides=args.set)  # the starting configuration must be valid
     spec = TuneSpec(
@@ -241,7 +241,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         check_seed_start=args.check_seed_start,
         mlflow_uri=args.mlflow,
     )
-    print(main_message(result, out))
+    print(result["text"].rstrip())
+    print(f"\ntable: {out}/summary.md   figure: {out}/history.png")
     return 0
 
 

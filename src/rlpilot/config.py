@@ -640,10 +640,7 @@ def set_value(config: Config, key: str, value: Any) -> None:
             registry.algorithm(value)
         setattr(config, section, value)
         return
-    if section not in config.sections:
-        raise UserError(
-            f"'{key}': a {config.algo} run has no '{section}' section (its sections: {', '.join(config.sections)})"
-        )
+    _require_section(config, key, section)
     target = getattr(config, section)
     if not sub:
         if not isinstance(value, dict):
@@ -651,10 +648,21 @@ def set_value(config: Config, key: str, value: Any) -> None:
         for name, item in value.items():
             set_value(config, f"{section}.{name}", item)
         return
+    setattr(target, sub, _coerce(key, value, _declared_type(config, key, section_type, sub)))
+
+
+def _require_section(config: Config, key: str, section: str) -> None:
+    if section not in config.sections:
+        raise UserError(
+            f"'{key}': a {config.algo} run has no '{section}' section (its sections: {', '.join(config.sections)})"
+        )
+
+
+def _declared_type(config: Config, key: str, section_type: type, sub: str) -> Any:
     sub_types = _field_types(section_type)
     if sub not in sub_types:
         raise _unknown_key(key, _all_keys(config))
-    setattr(target, sub, _coerce(key, value, sub_types[sub]))
+    return sub_types[sub]
 
 
 def field_type(config: Config, key: str) -> Any:
@@ -664,14 +672,8 @@ def field_type(config: Config, key: str) -> Any:
     types_ = _field_types(Config)
     if section not in types_ or not sub or not dataclasses.is_dataclass(types_[section]):
         raise _unknown_key(key, _all_keys(config))
-    if section not in config.sections:
-        raise UserError(
-            f"'{key}': a {config.algo} run has no '{section}' section (its sections: {', '.join(config.sections)})"
-        )
-    sub_types = _field_types(types_[section])
-    if sub not in sub_types:
-        raise _unknown_key(key, _all_keys(config))
-    tp = sub_types[sub]
+    _require_section(config, key, section)
+    tp = _declared_type(config, key, types_[section], sub)
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [arg for arg in typing.get_args(tp) if arg is not type(None)]
         if len(args) == 1:

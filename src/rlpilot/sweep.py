@@ -57,16 +57,13 @@ class Job:
     path: Path
 
 
-def run_member(preset: str, overrides: list[str], seed: int, path: Path, *, threads: int | None = 1):
+def run_member(preset: str, overrides: list[str], seed: int, path: Path):
     """Runs one seed of ``preset`` + ``overrides`` in ``path``, or picks it up where it stopped: a finished
     run is returned as it is, an interrupted or killed one resumes from its checkpoint, one killed before
-    its first checkpoint starts over. Shared by ``sweep``, ``bench`` and ``tune``; returns the Run."""
-    import torch
-
+    its first checkpoint starts over (torch threads: the run's ``train.num_threads``, 1 by default). Shared by
+    ``sweep``, ``bench`` and ``tune``; returns the Run."""
     from rlpilot.loop.trainer import resume, train
 
-    if threads is not None:
-        torch.set_num_threads(threads)
     checkpoint = path / "checkpoints" / "last.pt"
     if (path / "meta.json").exists():
         run = load_run(path)

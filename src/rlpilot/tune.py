@@ -26,7 +26,6 @@ import json
 import math
 import os
 import socket
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -248,12 +247,7 @@ class Study:
         import optuna
 
         _quiet_optuna()
-        return optuna.load_study(study_name=self.name, storage=open_storage(self.storage_url), sampler=self.sampler())
-
-    def sampler(self):
-        import optuna
-
-        return optuna.samplers.TPESampler(seed=None)
+        return optuna.load_study(study_name=self.name, storage=open_storage(self.storage_url))  # TPE by default
 
     def pruner(self):
         import optuna
@@ -341,7 +335,7 @@ def run_trial(study: Study, trial) -> float:
         scores: list[float] = []
         aggregate = AGGREGATES[study.spec.aggregate]
         for step, seed in enumerate(study.spec.seeds):
-            run = run_member(study.spec.preset, overrides, seed, directory / f"s{seed}", threads=None)
+            run = run_member(study.spec.preset, overrides, seed, directory / f"s{seed}")
             if run.status == "interrupted":
                 raise TrialInterrupted(f"trial {trial.number} interrupted at seed {seed}")
             scores.append(run_score(run, study.spec.objective))
@@ -477,29 +471,26 @@ class MlflowTrials:
                 mlflow.log_metric("seed_score", score, step=step)
 
 
-def _pool_worker(study: Study, trials: int, mlflow_uri: str | None) -> int:
-    return worker(study, trials, mlflow_uri)
-
-
 def run_workers(study: Study, trials: int, *, workers: int, ray: str | None, mlflow_uri: str | None) -> None:
     if ray is not None:
         from rlpilot.sweep import ray_session
 
         with ray_session(ray, workers) as ray_module:
-            remote = ray_module.remote(num_cpus=1)(_pool_worker)
+            remote = ray_module.remote(num_cpus=1)(worker)
             ray_module.get([remote.remote(study, trials, mlflow_uri) for _ in range(workers)])
         return
     if workers == 1:
         worker(study, trials, mlflow_uri)
         return
     with worker_pool(workers) as pool:
-        for future in [pool.submit(_pool_worker, study, trials, mlflow_uri) for _ in range(workers)]:
+        for future in [pool.submit(worker, study, trials, mlflow_uri) for _ in range(workers)]:
             future.result()
 
 
 # -- results --------------------------------------------------------------------------------------------------
 def _interval(values: list[float], aggregate: str) -> tuple[float, float]:
-    return bootstrap(np.array(values, dtype=float), AGGREGATES[aggregate]) if len(values) > 1 else (math.nan, math.nan)
+    """95% bootstrap interval of the aggregate over seeds (NaN for fewer than two)."""
+    return bootstrap(np.array(values, dtype=float), AGGREGATES[aggregate])
 
 
 def trial_rows(study: Study, optuna_study) -> list[dict]:
@@ -638,28 +629,28 @@ def check(study: Study, params: dict, seeds: list[int], *, workers: int) -> dict
 
     if workers == 1:
         for arm, seed in jobs:
-            run_member(study.spec.preset, arms[arm], seed, path(arm, seed), threads=None)
+            run_member(study.spec.preset, arms[arm], seed, path(arm, seed))
     else:
         with worker_pool(workers) as pool:
             futures = [pool.submit(run_member, study.spec.preset, arms[a], s, path(a, s)) for a, s in jobs]
             for future in futures:
                 future.result()
-    scores = {arm: [run_score(load_run(path(arm, s)), study.spec.objective) for s in seeds] for arm in arms}
+    runs = {arm: [load_run(path(arm, s)) for s in seeds] for arm in arms}
+    scores = {arm: [run_score(run, study.spec.objective) for run in runs[arm]] for arm in arms}
     aggregate = study.spec.aggregate
     result = {"seeds": seeds, "arms": {}}
     for arm, values in scores.items():
-        runs = [load_run(path(arm, s)) for s in seeds]
         result["arms"][arm] = {
             "overrides": arms[arm],
             "scores": values,
             "value": AGGREGATES[aggregate](np.array(values)),
             "interval": _interval(values, aggregate),
-            "solved": sum(r.solved_at_frames is not None for r in runs),
+            "solved": sum(r.solved_at_frames is not None for r in runs[arm]),
         }
     if study.spec.objective != "return":  # start / best per seed: > 1 means the best configuration is faster
         ratios = np.array(scores["start"]) / np.maximum(np.array(scores["best"]), 1e-9)
         result["ratio_median"] = float(np.median(ratios))
-        result["ratio_interval"] = bootstrap(ratios, np.median) if len(ratios) > 1 else (math.nan, math.nan)
+        result["ratio_interval"] = bootstrap(ratios, np.median)
     return result
 
 
@@ -688,8 +679,7 @@ def check_table(study: Study, result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summarize(study: Study, *, check_result: dict | None = None) -> dict:
-    optuna_study = study.load()
+def summarize(study: Study, optuna_study, *, check_result: dict | None = None) -> dict:
     rows = trial_rows(study, optuna_study)
     complete = [r for r in rows if r["state"] == "complete"]
     importance = importances(optuna_study) if len(complete) >= 2 else {}
@@ -751,19 +741,9 @@ def tune(
     )
     run_workers(study, trials, workers=workers, ray=ray, mlflow_uri=mlflow_uri)
     check_result = None
-    rows = [r for r in trial_rows(study, study.load()) if r["state"] == "complete"]
+    rows = [r for r in trial_rows(study, optuna_study) if r["state"] == "complete"]  # read from the storage now
     if check_seeds and rows:
         seeds = list(range(check_seed_start, check_seed_start + check_seeds))
         print(f"check: best trial {rows[0]['number']} and the start on seeds {seeds[0]}-{seeds[-1]}", flush=True)
         check_result = check(study, rows[0]["params"], seeds, workers=workers if ray is None else 1)
-    return summarize(study, check_result=check_result)
-
-
-def main_message(result: dict, out: Path) -> str:
-    lines = [result["text"].rstrip(), ""]
-    lines.append(f"table: {out}/summary.md   figure: {out}/history.png")
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("run `rlpilot tune --help`")
+    return summarize(study, optuna_study, check_result=check_result)

@@ -24,7 +24,6 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         self.controller, self.scale = controller, float(scale)
         self.low, self.high = env.action_space.low, env.action_space.high
         self._observation: np.ndarray | None = None
-        self.last_base: np.ndarray | None = None
 
     def reset(self, *, seed=None, options=None):
         observation, info = self.env.reset(seed=seed, options=options)
@@ -38,13 +37,10 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
             self._observation[mask] = observation[mask]
         return observation, info
 
-    def base_action(self) -> np.ndarray:
-        with torch.no_grad():
-            return self.controller(torch.as_tensor(self._observation, dtype=torch.float32)).numpy()
-
     def step(self, actions):
-        self.last_base = self.base_action()
-        total = np.clip(self.last_base + self.scale * np.asarray(actions), self.low, self.high)
+        with torch.no_grad():  # the base for the whole batch, from the observations the policy acted on
+            base = self.controller(torch.as_tensor(self._observation, dtype=torch.float32)).numpy()
+        total = np.clip(base + self.scale * np.asarray(actions), self.low, self.high)
         observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
         self._observation = np.array(observation, copy=True)
         return observation, reward, terminated, truncated, info
