@@ -65,6 +65,10 @@ def _env_config(target: str, overrides: list[str]):
 
 def _cmd_check(args: argparse.Namespace) -> int:
     env_cfg = _env_config(args.target, args.set)
+    from rlpilot.registry import is_multiagent_env
+
+    if is_multiagent_env(env_cfg.id):
+        return _check_group(env_cfg, args)
     from rlpilot.registry import resolve_env
 
     resolve_env(env_cfg.id)  # bad ids fail here, before torch is imported
@@ -75,6 +79,19 @@ def _cmd_check(args: argparse.Namespace) -> int:
     report = check_env(
         env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame, max_seconds=args.max_seconds
     )
+    print(report.render())
+    return 0 if report.healthy else 1
+
+
+def _check_group(env_cfg, args: argparse.Namespace) -> int:
+    from rlpilot.registry import resolve_multiagent_env
+
+    resolve_multiagent_env(env_cfg.id)  # a typo'd module or a missing extra: one line, before torch
+    if args.episodes is not None and args.episodes <= 0:
+        raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
+    from rlpilot.multiagent.check import check_group_env
+
+    report = check_group_env(env_cfg, episodes=args.episodes, seed=args.seed)
     print(report.render())
     return 0 if report.healthy else 1
 
@@ -98,7 +115,7 @@ def _train_config(args: argparse.Namespace):
         config = load_config(config_file=args.config, overrides=overrides)
         print(f"config file: {args.config}", file=sys.stderr)  # after loading: a bad file is one line
         return config
-    if args.target in ALGORITHMS and ALGORITHMS[args.target].kind != "control":
+    if args.target in ALGORITHMS and ALGORITHMS[args.target].kind == "llm":
         raise UserError(
             f"{args.target} fine-tunes a language model, not an env: start from a preset: rlpilot train grpo-reverse"
         )
@@ -128,6 +145,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
             from rlpilot.registry import resolve_env
 
             resolve_env(config.env.id)  # a bad env id fails here, before torch is imported
+        elif config.kind == "multiagent":
+            from rlpilot.registry import resolve_multiagent_env
+
+            resolve_multiagent_env(config.env.id, config.env.backend)
         from rlpilot.loop.trainer import train
 
         run = train(
@@ -263,6 +284,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return 0
     if args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
+    from rlpilot.multiagent.play import is_group_target
+
+    if is_group_target(args.target):
+        return _eval_group(args)
     from rlpilot.play.episodes import evaluate_target
 
     result, csv_path, video = evaluate_target(
@@ -288,8 +313,40 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_group(args: argparse.Namespace) -> int:
+    """A multi-agent run, group artifact or env id: the group's mean return and each agent's."""
+    if args.backend is not None:
+        raise UserError("--backend: a multi-agent run is evaluated on its own env (env.backend in its config)")
+    from rlpilot.multiagent.play import evaluate_group
+
+    per_agent, task, csv_path, video = evaluate_group(
+        args.target,
+        episodes=args.episodes,
+        seed=args.seed,
+        csv_path=args.csv,
+        video=args.video,
+        checkpoint=args.checkpoint,
+        controller_name=args.controller,
+    )
+    returns = per_agent.mean(1)
+    who = f"controller {args.controller}" if args.controller else "greedy"
+    print(
+        f"{args.episodes} {who} episodes: mean return (over agents) {returns.mean():.2f}  std {returns.std():.2f}  "
+        f"min {returns.min():.2f}  max {returns.max():.2f}"
+    )
+    for i, values in enumerate(per_agent.T):
+        print(f"  agent {i:<12} mean {values.mean():.4g}  std {values.std():.4g}")
+    for name, value in task.items():
+        print(f"  {name:<18} {value:.4g} (end of episode)")
+    print(f"episodes: {csv_path}")
+    if video is not None:
+        print(f"video:    {video}")
+    return 0
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
-    from rlpilot.export import ExportFailed, export_run
+    from rlpilot.export import export_run
+    from rlpilot.play.write import ExportFailed
 
     try:
         result = export_run(args.run, args.format, args.out, seed=args.seed, checkpoint=args.checkpoint)
@@ -389,9 +446,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--controller",
-        choices=["pd", "pid", "random"],
+        choices=["pd", "pid", "random", "heuristic"],
         help="play a baseline instead of the policy, on the run's env or ENV: pd (IK + PD), pid (with an "
-        "anti-windup integral; on Reacher-v5 the same PD), random",
+        "anti-windup integral; on Reacher-v5 the same PD), random; multi-agent simple_spread: heuristic "
+        "(each agent to its landmark in the least-distance assignment), random",
     )
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")

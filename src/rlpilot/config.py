@@ -25,7 +25,7 @@ import yaml
 from rlpilot import registry
 from rlpilot.errors import UserError
 
-BACKENDS = ("auto", "numpy", "sync", "native", "async")
+BACKENDS = ("auto", "numpy", "sync", "native", "async", "pettingzoo")
 MAX_SEED = 2**31 - 1  # numpy's legacy seeding takes < 2**32; evaluation seeds add offsets to the run's seed
 LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
 
@@ -194,6 +194,16 @@ class PPOConfig:
     bug: kept selectable so ``doctor`` can be shown to catch it)."""
     init_log_std: float = 0.0
     """Continuous actions: initial log standard deviation of the Gaussian before squashing."""
+
+
+@dataclass
+class MultiAgentConfig:
+    share_parameters: bool = True
+    """One actor and one critic for all agents of the group (each agent's batch through the same
+    weights), or one of each per agent (``false``: agents can specialise, N times the parameters)."""
+    agent_id: bool = True
+    """With shared parameters: append a one-hot agent index to each agent's observation, so one network
+    can still act differently per agent. Ignored without sharing (each network knows its agent)."""
 
 
 @dataclass
@@ -429,7 +439,8 @@ class GRPOConfig:
 @dataclass
 class Config:
     algo: str = "ppo"
-    """Algorithm: ``ppo``, ``dqn``, ``sac`` or ``td3`` (on ``env``), or ``grpo`` (a language model on ``llm.task``).
+    """Algorithm: ``ppo``, ``dqn``, ``sac`` or ``td3`` (on ``env``), ``mappo`` or ``ippo`` (a group of agents
+    on a multi-agent ``env``, with the ``ppo`` settings), or ``grpo`` (a language model on ``llm.task``).
     Each reads its own sections (``rlpilot.registry.ALGORITHMS``) plus ``guard`` and ``train``."""
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -437,6 +448,7 @@ class Config:
     dqn: DQNConfig = field(default_factory=DQNConfig)
     sac: SACConfig = field(default_factory=SACConfig)
     td3: TD3Config = field(default_factory=TD3Config)
+    marl: MultiAgentConfig = field(default_factory=MultiAgentConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     guard: GuardConfig = field(default_factory=GuardConfig)
@@ -447,7 +459,7 @@ class Config:
     # -- derived values (never stored) ---------------------------------------------------------
     @property
     def kind(self) -> str:
-        """``control`` (an env) or ``llm`` (a language model)."""
+        """``control`` (an env), ``multiagent`` (a group of agents in an env) or ``llm`` (a language model)."""
         return registry.algorithm(self.algo).kind
 
     @property
@@ -456,8 +468,8 @@ class Config:
 
     @property
     def algo_config(self) -> Any:
-        """The section of the chosen algorithm."""
-        return getattr(self, self.algo)
+        """The section of the chosen algorithm's hyperparameters (``ppo`` for mappo and ippo)."""
+        return getattr(self, registry.settings_section(self.algo))
 
     @property
     def subject(self) -> str:
@@ -539,7 +551,16 @@ class Config:
             problems.append(f"env.kwargs: keys are argument names (got {list(self.env.kwargs)!r})")
         if self.algo == "dqn" and self.env.action_encoding != "categorical":
             problems.append("dqn needs env.action_encoding=categorical (its Q-network indexes actions)")
-        if self.algo == "ppo" and self.ppo.minibatch_size > self.frames_per_batch:
+        if self.kind == "multiagent" and not registry.is_multiagent_env(self.env.id):
+            problems.append(
+                f"{self.algo} trains a group of agents: env.id must be a PettingZoo env module such as "
+                f"mpe2.simple_spread_v3 (got '{self.env.id}')"
+            )
+        if self.kind == "multiagent" and self.env.backend not in ("auto", "native", "pettingzoo"):
+            problems.append(f"env.backend for a multi-agent env: auto, native or pettingzoo (got {self.env.backend})")
+        if self.kind == "control" and self.env.backend == "pettingzoo":
+            problems.append("env.backend=pettingzoo is for multi-agent envs (mappo, ippo)")
+        if "ppo" in self.sections and self.ppo.minibatch_size > self.frames_per_batch:
             problems.append(
                 f"ppo.minibatch_size ({self.ppo.minibatch_size}) is larger than a batch "
                 f"(env.num_envs x ppo.steps_per_env = {self.frames_per_batch}): lower it or collect more"
@@ -755,7 +776,7 @@ def load_config(
         config.preset = preset
     else:
         entry = registry.algorithm(algo)
-        if entry.kind != "control":
+        if entry.kind == "llm":
             raise UserError(f"{algo} does not train on an env: start from a preset (rlpilot presets)")
         config = Config(algo=algo, env=EnvConfig(id=env_id or "CartPole-v1"))
     apply_overrides(config, overrides or [])

@@ -12,13 +12,7 @@ what works for all three formats.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 import time
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,19 +21,14 @@ from torch import nn
 
 from rlpilot.envs import observation_reader, to_numpy
 from rlpilot.errors import UserError
-from rlpilot.play.load import LoadedPolicy, load_artifact, load_policy
-from rlpilot.runs import versions
+from rlpilot.play.load import LoadedPolicy, load_policy
+from rlpilot.play.write import FORMATS, PARITY_OBSERVATIONS, ExportResult, write_checked
+from rlpilot.runs import load_run, versions
 
-FORMATS = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.ts.pt"}
-PARITY_OBSERVATIONS = 1000
 CONTINUOUS_TOLERANCE = 1e-5
 # Residual runs: the base controller's IK (acos, atan2) and gains (kp 10 rad^-1) amplify float32 rounding, and
 # onnxruntime's kernels round differently from torch's in the last bit: seen up to 1.2e-5 action units.
 BASE_TOLERANCE = 1e-4
-
-
-class ExportFailed(Exception):
-    """The artifact was written but does not act like the live policy (exit code 1; nothing is kept)."""
 
 
 class DeployedPolicy(nn.Module):
@@ -77,14 +66,6 @@ class DeployedPolicy(nn.Module):
         return torch.maximum(torch.minimum(total, self.high), self.low)
 
 
-@dataclass
-class ExportResult:
-    artifact: Path
-    signature: Path
-    max_abs_diff: float
-    observations: int
-
-
 def parity_observations(policy: LoadedPolicy, count: int, seed: int) -> torch.Tensor:
     """Raw observations from real rollouts: the greedy policy with 30% random actions, 8 envs."""
     env = policy.make_env(num_envs=8, seed=seed)
@@ -108,29 +89,6 @@ def parity_observations(policy: LoadedPolicy, count: int, seed: int) -> torch.Te
     return torch.cat(rows)[:count]
 
 
-def write_artifact(module: nn.Module, fmt: str, example: torch.Tensor, path: Path) -> None:
-    batch = torch.export.Dim("batch", min=1)
-    dynamic = {"observation": {0: batch}}
-    if fmt == "pt2":
-        torch.export.save(torch.export.export(module, (example,), dynamic_shapes=dynamic), str(path))
-    elif fmt == "onnx":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                module,
-                (example,),
-                str(path),
-                input_names=["observation"],
-                output_names=["action"],
-                external_data=False,  # one self-contained file (the default writes weights beside it)
-                dynamic_shapes=dynamic,
-                dynamo=True,
-                verbose=False,
-            )
-    else:
-        torch.jit.trace(module, example).save(str(path))
-
-
 def export_run(
     run_path: str | Path, fmt: str, out_dir: str | Path | None = None, *, seed: int = 0, checkpoint: str = "last"
 ) -> ExportResult:
@@ -140,6 +98,10 @@ def export_run(
     out_dir = Path(out_dir) if out_dir is not None else run_path / "export"
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir} is a file, not a folder: choose a folder for the export")
+    if load_run(run_path).config().kind == "multiagent":  # the agents are a dimension of the artifact's input
+        from rlpilot.multiagent.play import export_group
+
+        return export_group(run_path, fmt, out_dir, seed=seed, checkpoint=checkpoint)
     policy = load_policy(run_path, checkpoint)
     config = policy.run.config()
     probe_env = policy.make_env(num_envs=1)
@@ -166,39 +128,9 @@ def export_run(
         bounds=(action_spec.space.low, action_spec.space.high) if base is not None else None,
     ).eval()
     observations = parity_observations(policy, PARITY_OBSERVATIONS, seed)
-    with torch.inference_mode():
-        live = module(observations)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir.parent))
-    try:
-        artifact = staging / FORMATS[fmt]
-        write_artifact(module, fmt, observations[:4].clone(), artifact)
-        signature = _signature(fmt, artifact.name, obs_dim, action_spec, config, policy)
-        (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
-        run_exported, _ = load_artifact(artifact)
-        exported = torch.as_tensor(run_exported(observations.numpy()))
-        max_diff = float((exported.double() - live.double()).abs().max())
-        discrete = not live.dtype.is_floating_point
-        tolerance = CONTINUOUS_TOLERANCE if base is None else BASE_TOLERANCE
-        ok = bool(torch.equal(exported.to(live.dtype), live)) if discrete else max_diff <= tolerance
-        if not ok:
-            raise ExportFailed(
-                f"parity check failed for {fmt}: max |exported - live| = {max_diff:.3g} over "
-                f"{len(observations)} observations (allowed: {'0' if discrete else tolerance})"
-            )
-        signature["parity"] = {
-            "observations": len(observations),
-            "max_abs_diff": max_diff,
-            "rule": "identical actions" if discrete else f"<= {tolerance}",
-        }
-        (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
-        out_dir.mkdir(parents=True, exist_ok=True)
-        final = out_dir / artifact.name
-        os.replace(artifact, final)  # the artifact first; the signature, written last, marks a complete export
-        os.replace(staging / f"{artifact.name}.json", out_dir / f"{artifact.name}.json")
-        return ExportResult(final, out_dir / f"{artifact.name}.json", max_diff, len(observations))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    signature = _signature(fmt, FORMATS[fmt], obs_dim, action_spec, config, policy)
+    tolerance = CONTINUOUS_TOLERANCE if base is None else BASE_TOLERANCE
+    return write_checked(module, observations, fmt, out_dir, signature, tolerance)
 
 
 def _signature(fmt: str, file_name: str, obs_dim: int, action_spec, config, policy: LoadedPolicy) -> dict:

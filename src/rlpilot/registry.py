@@ -28,7 +28,10 @@ class AlgorithmEntry:
     sections: tuple[str, ...]
     """Config sections a run of this algorithm reads (``guard`` and ``train`` come with every one)."""
     implementation: str
-    """``module:attr`` of the algorithm class (control) or the trainable (llm)."""
+    """``module:attr`` of the algorithm class (control, multiagent) or the trainable (llm)."""
+    settings: str = ""
+    """The config section holding the algorithm's hyperparameters (empty: the section named like the
+    algorithm; MAPPO and IPPO read ``ppo``)."""
 
 
 ALGORITHMS: dict[str, AlgorithmEntry] = {
@@ -37,10 +40,16 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
     "sac": AlgorithmEntry("control", ("env", "model", "sac"), "rlpilot.control.algos.sac:SAC"),
     "td3": AlgorithmEntry("control", ("env", "model", "td3"), "rlpilot.control.algos.td3:TD3"),
     "grpo": AlgorithmEntry("llm", ("llm", "grpo"), "rlpilot.llm.grpo:GRPOTrainable"),
+    # multi-agent PPO on a group of agents (docs/multi-agent.md): centralised critic or per-agent critic
+    "mappo": AlgorithmEntry("multiagent", ("env", "model", "ppo", "marl"), "rlpilot.multiagent.mappo:MAPPO", "ppo"),
+    "ippo": AlgorithmEntry("multiagent", ("env", "model", "ppo", "marl"), "rlpilot.multiagent.mappo:MAPPO", "ppo"),
 }
 COMMON_SECTIONS = ("guard", "train")
 
-TRAINABLES = {"control": "rlpilot.control.trainable:ControlTrainable"}
+TRAINABLES = {
+    "control": "rlpilot.control.trainable:ControlTrainable",
+    "multiagent": "rlpilot.multiagent.trainable:MultiAgentTrainable",
+}
 """Kind of run -> its Trainable builder (``llm`` algorithms name their trainable directly)."""
 
 
@@ -48,6 +57,12 @@ def algorithm(name: str) -> AlgorithmEntry:
     if name not in ALGORITHMS:
         raise UserError(f"unknown algorithm '{name}' (choose from {', '.join(ALGORITHMS)})")
     return ALGORITHMS[name]
+
+
+def settings_section(algo: str) -> str:
+    """The config section of ``algo``'s hyperparameters (``ppo`` for ``mappo``)."""
+    entry = algorithm(algo)
+    return entry.settings or algo
 
 
 def sections(algo: str) -> tuple[str, ...]:
@@ -91,6 +106,39 @@ NAMESPACES = {
     "rlpilot": ("rlpilot.arm", "register_envs", "mujoco"),  # rlpilot/ReacherTrack-v0 (docs/robot-arm.md)
 }
 """gymnasium namespaces whose ids a package registers on import: (module, its register function, extra)."""
+
+
+MULTIAGENT_PACKAGES = ("mpe2.", "pettingzoo.")
+"""Multi-agent env ids are PettingZoo modules with a ``parallel_env`` function (``mpe2.simple_spread_v3``)."""
+NATIVE_MULTIAGENT = {"mpe2.simple_spread_v3": "rlpilot.multiagent.spread:SpreadVector"}
+"""Multi-agent envs with a batched tensor implementation (``env.backend=native``, the default for them)."""
+
+
+def is_multiagent_env(env_id: str) -> bool:
+    return env_id.startswith(MULTIAGENT_PACKAGES)
+
+
+def resolve_multiagent_env(env_id: str, backend: str = "pettingzoo") -> Any:
+    """The PettingZoo module of a multi-agent id (imported: a typo or a missing extra is one line); None
+    when ``backend`` (``auto``, ``native``) runs rlpilot's own implementation, which needs no PettingZoo."""
+    if backend in ("auto", "native") and env_id in NATIVE_MULTIAGENT:
+        return None
+    if not is_multiagent_env(env_id):
+        raise UserError(
+            f"'{env_id}' is not a multi-agent env: mappo/ippo train on PettingZoo modules such as "
+            "mpe2.simple_spread_v3 (pip install 'rlpilot[multiagent]')"
+        )
+    try:
+        module = importlib.import_module(env_id)
+    except ImportError as exc:
+        package = env_id.partition(".")[0]
+        if exc.name and exc.name.split(".")[0] == package and exc.name != env_id:
+            raise UserError(f"'{env_id}' needs the multiagent extra: pip install 'rlpilot[multiagent]'") from None
+        known = sorted(NATIVE_MULTIAGENT)
+        raise UserError(f"unknown multi-agent environment '{env_id}' (known to work: {', '.join(known)})") from None
+    if not callable(getattr(module, "parallel_env", None)):
+        raise UserError(f"'{env_id}' has no parallel_env(): give a PettingZoo env module with the parallel API")
+    return module
 
 
 def register_namespace(env_id: str) -> None:

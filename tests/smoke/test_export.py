@@ -13,9 +13,11 @@ import pytest
 from cli_runner import run_cli
 from rlpilot.config import load_config
 from rlpilot.errors import UserError
-from rlpilot.export import FORMATS, export_run, load_artifact
+from rlpilot.export import export_run
 from rlpilot.loop.trainer import train
 from rlpilot.play.episodes import evaluate_target
+from rlpilot.play.load import load_artifact
+from rlpilot.play.write import FORMATS
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = {
@@ -128,17 +130,17 @@ def test_export_bad_input_is_one_line_and_leaves_nothing(runs, tmp_path):
 
 def test_failed_parity_fails_and_keeps_nothing(runs, tmp_path, monkeypatch):
     """An artifact that disagrees with the live policy must fail the command and leave no files."""
-    import rlpilot.export as export
+    import rlpilot.play.write as write
 
-    real_write = export.write_artifact
+    real_write = write.write_artifact
 
     def write_wrong(module, fmt, example, path):
         with __import__("torch").no_grad():
             module.loc.add_(5.0)  # a different normalisation: a different policy
         real_write(module, fmt, example, path)
 
-    monkeypatch.setattr(export, "write_artifact", write_wrong)
-    with pytest.raises(export.ExportFailed, match="parity check failed"):
+    monkeypatch.setattr(write, "write_artifact", write_wrong)
+    with pytest.raises(write.ExportFailed, match="parity check failed"):
         export_run(runs["ppo-cartpole"].path, "onnx", tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".export-")]

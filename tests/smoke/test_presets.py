@@ -11,8 +11,9 @@ from rlpilot.play.episodes import evaluate_target
 from rlpilot.play.load import load_policy
 from rlpilot.runs import load_run
 
-# grpo presets train a language model, not an env: tests/smoke/test_llm_runs.py
-CONTROL_PRESETS = [name for name in preset_names() if not name.startswith("grpo-")]
+# grpo presets train a language model, not an env: tests/smoke/test_llm_runs.py; mappo/ippo presets a
+# group of agents: tests/smoke/test_multiagent.py
+CONTROL_PRESETS = [name for name in preset_names() if load_config(name).kind == "control"]
 
 # Presets whose env steps slowly (CarRacing: ~1 ms a frame plus a CNN) get smaller batches and short
 # episodes here, so the smoke test stays under ~20 s; the pipeline is the same.

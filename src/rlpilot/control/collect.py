@@ -46,10 +46,12 @@ class NonFiniteObservation(StopRun):
 
 class EpisodeTracker:
     """Running return/length per env as tensors on the env's device; finished episodes are read
-    once per batch (:meth:`drain`), so stepping never waits on the device."""
+    once per batch (:meth:`drain`), so stepping never waits on the device. ``agents`` > 0: rewards
+    are ``[num_envs, agents]`` and each finished episode's return is a list, one per agent."""
 
-    def __init__(self, num_envs: int, device: torch.device | str = "cpu"):
-        self.returns = torch.zeros(num_envs, dtype=torch.float64, device=device)
+    def __init__(self, num_envs: int, device: torch.device | str = "cpu", *, agents: int = 0):
+        shape = (num_envs, agents) if agents else (num_envs,)
+        self.returns = torch.zeros(shape, dtype=torch.float64, device=device)
         self.lengths = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self._steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self.episodes = 0
@@ -58,10 +60,10 @@ class EpisodeTracker:
         self.returns += reward
         self.lengths += 1
         self._steps.append((done, self.returns.clone(), self.lengths.clone()))
-        self.returns.masked_fill_(done, 0.0)
+        self.returns.masked_fill_(done.view(-1, *[1] * (self.returns.dim() - 1)), 0.0)
         self.lengths.masked_fill_(done, 0)
 
-    def drain(self) -> tuple[list[float], list[int]]:
+    def drain(self) -> tuple[list, list[int]]:
         """Returns and lengths of the episodes finished since the last call, in the order they ended."""
         if not self._steps:
             return [], []

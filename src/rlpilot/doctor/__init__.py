@@ -8,7 +8,8 @@ end), so a healthy run is not nagged. Which rules a run gets depends on its algo
 ``Diagnosis.to_json``.
 
 Layers: ``view`` (the run shaped for rules) <- ``common`` (rules for every run) <- ``control`` and
-``llm`` (rules per kind of run) <- ``offpolicy`` (SAC's and TD3's, added to the control rules) <- this
+``llm`` (rules per kind of run) <- ``offpolicy`` (SAC's and TD3's) and ``multiagent`` (MAPPO's and IPPO's),
+added to the control rules <- this
 module (the registry and the report). Reading a run never imports torch or a module named in its config.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rlpilot.doctor import control, llm, offpolicy
+from rlpilot.doctor import control, llm, multiagent, offpolicy
 from rlpilot.doctor.view import Rule, RunView
 from rlpilot.findings import Finding, by_severity, count, render_finding
 from rlpilot.runs import load_run
@@ -30,6 +31,8 @@ RULES_BY_ALGO: dict[str, list[Rule]] = {
     "sac": offpolicy.RULES,  # the control rules, then temperature, critics against returns, saturated actions
     "td3": offpolicy.RULES,
     "grpo": llm.RULES,  # a language model: rules about envs and critics do not apply
+    "mappo": multiagent.RULES,  # the control rules, then one agent's collapse, blind critics, unequal agents
+    "ippo": multiagent.RULES,
 }
 """The rules each algorithm's runs get; an algorithm not listed gets the control rules."""
 

@@ -98,12 +98,12 @@ def rule_horizon(v: RunView) -> list[Finding]:
             severity="warning",
             title=f"gamma {gamma:g} looks {horizon:.3g} steps ahead; episodes last {mean_length:.0f}",
             evidence={
-                f"{v.config.algo}.gamma": gamma,
+                f"{v.settings}.gamma": gamma,
                 "effective_horizon_steps": horizon,
                 "mean_episode_length": mean_length,
             },
             cause="with a discount this low the learner ignores everything but the next reward or so",
-            fix=v.cmd(f"{v.config.algo}.gamma=0.99"),
+            fix=v.cmd(f"{v.settings}.gamma=0.99"),
         )
     ]
 
@@ -142,7 +142,7 @@ def rule_exploration(v: RunView) -> list[Finding]:
     """PPO: entropy that never falls, or that collapses early; DQN: epsilon that anneals past the budget."""
     if v.did_well:
         return []
-    return _ppo_exploration(v) if v.config.algo == "ppo" else _dqn_exploration(v)
+    return _ppo_exploration(v) if v.is_ppo else _dqn_exploration(v)
 
 
 def _ppo_exploration(v: RunView) -> list[Finding]:
@@ -203,7 +203,7 @@ def _dqn_exploration(v: RunView) -> list[Finding]:
 
 
 def rule_ppo_steps(v: RunView) -> list[Finding]:
-    if v.config.algo != "ppo" or v.did_well:
+    if not v.is_ppo or v.did_well:
         return []
     _, kl = v.present("ppo/kl")
     _, clip = v.present("ppo/clip_fraction")
@@ -231,7 +231,7 @@ def rule_ppo_steps(v: RunView) -> list[Finding]:
 
 
 def rule_value_dominates(v: RunView) -> list[Finding]:
-    if v.config.algo != "ppo" or v.did_well:
+    if not v.is_ppo or v.did_well:
         return []
     _, critic = v.present("loss/critic")
     _, objective = v.present("loss/objective")
@@ -255,7 +255,7 @@ def rule_value_dominates(v: RunView) -> list[Finding]:
 
 
 def rule_explained_variance(v: RunView) -> list[Finding]:
-    if v.config.algo != "ppo" or v.did_well:
+    if not v.is_ppo or v.did_well:
         return []
     _, explained = v.present("ppo/explained_variance")
     late = tail(explained)
@@ -275,7 +275,7 @@ def rule_explained_variance(v: RunView) -> list[Finding]:
 
 def rule_lr_schedule(v: RunView) -> list[Finding]:
     frames, lr = v.present("opt/lr")
-    if v.config.algo != "ppo" or v.did_well or not len(lr) or v.config.ppo.lr_schedule == "constant":
+    if not v.is_ppo or v.did_well or not len(lr) or v.config.ppo.lr_schedule == "constant":
         return []
     dead = frames[lr <= 1e-3 * v.config.ppo.lr]
     if not len(dead) or dead[0] >= 0.9 * v.budget or frames[-1] <= dead[0]:
@@ -336,11 +336,7 @@ def rule_identical_actions(v: RunView) -> list[Finding]:
 
 def _one_hot_mismatch(v: RunView) -> bool:
     """PPO forced to a Categorical distribution over one-hot actions: the classic silent bug."""
-    return (
-        v.config.algo == "ppo"
-        and v.config.env.action_encoding == "one_hot"
-        and v.config.ppo.distribution == "categorical"
-    )
+    return v.is_ppo and v.config.env.action_encoding == "one_hot" and v.config.ppo.distribution == "categorical"
 
 
 def rule_truncation(v: RunView) -> list[Finding]:

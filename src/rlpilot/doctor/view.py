@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rlpilot import registry
 from rlpilot.config import Config
 from rlpilot.findings import Finding
 from rlpilot.runs import Run
@@ -61,6 +62,16 @@ class RunView:
         evals = self.evals
         return self.threshold is not None and len(evals) > 0 and bool(evals[-1] >= self.threshold)
 
+    @property
+    def settings(self) -> str:
+        """The config section of the algorithm's hyperparameters (``ppo`` for mappo and ippo)."""
+        return registry.settings_section(self.config.algo)
+
+    @property
+    def is_ppo(self) -> bool:
+        """PPO's update (ppo, mappo, ippo): the PPO rules apply."""
+        return self.settings == "ppo"
+
     def cmd(self, *overrides: str) -> str:
         """The ``rlpilot train`` command that reruns this run with ``overrides`` (``key=value``)."""
         target = self.config.preset or f"{self.config.algo} {self.config.env.id}"
@@ -69,7 +80,7 @@ class RunView:
 
     def cmd_lower_lr(self) -> str:
         """The rerun command with the algorithm's learning rate divided by 10."""
-        return self.cmd(f"{self.config.algo}.lr={self.config.algo_config.lr / 10:.3g}")
+        return self.cmd(f"{self.settings}.lr={self.config.algo_config.lr / 10:.3g}")
 
 
 Rule = Callable[[RunView], list[Finding]]

@@ -38,6 +38,9 @@ MINIBATCH_KEYS = ("observation", "action", "advantage", "value_target", LOG_PROB
 
 
 class PPO:
+    time_dim = -2
+    """Where time runs in a collected batch (``[num_envs, steps, ...]`` with per-step values ``[..., 1]``)."""
+
     def __init__(self, config: Config, env: EnvBase, device: torch.device):
         self.config = config
         cfg = config.ppo
@@ -128,7 +131,7 @@ class PPO:
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         cfg = self.config.ppo
         with torch.no_grad():
-            gae(batch, self.critic_net, cfg.gamma, cfg.gae_lambda)
+            gae(batch, self.critic_net, cfg.gamma, cfg.gae_lambda, time_dim=self.time_dim)
         flat = batch.reshape(-1)
         size, n_minibatches = cfg.minibatch_size, self.config.minibatches_per_epoch
         # plain tensors: indexing a TensorDict per minibatch cost ~0.3 ms of a ~1.5 ms update
@@ -179,10 +182,11 @@ class PPO:
         self.guard.load_state_dict(state["guard"])
 
 
-def gae(batch: TensorDict, critic: nn.Module, gamma: float, lmbda: float) -> None:
+def gae(batch: TensorDict, critic: nn.Module, gamma: float, lmbda: float, *, time_dim: int = -2) -> None:
     """Writes what TorchRL's ``GAE`` module writes (``advantage``, ``value_target``, ``state_value``,
     ``("next", "state_value")``) into a ``[num_envs, steps]`` batch, with the same estimator
-    (``generalized_advantage_estimate``): truncation bootstraps, termination does not."""
+    (``generalized_advantage_estimate``): truncation bootstraps, termination does not. ``time_dim``: 1 for
+    multi-agent batches ``[E, T, n_agents, 1]``."""
     observation, next_observation = batch.get("observation"), batch.get(("next", "observation"))
     value, next_value = critic(torch.cat((observation, next_observation))).chunk(2)
     advantage, value_target = generalized_advantage_estimate(
@@ -193,7 +197,7 @@ def gae(batch: TensorDict, critic: nn.Module, gamma: float, lmbda: float) -> Non
         batch.get(("next", "reward")),
         batch.get(("next", "done")),
         batch.get(("next", "terminated")),
-        time_dim=-2,
+        time_dim=time_dim,
     )
     batch.set("advantage", advantage)
     batch.set("value_target", value_target)

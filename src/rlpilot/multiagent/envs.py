@@ -1,0 +1,142 @@
+"""Multi-agent envs behind one batched tensor API, for the collector and the evaluator.
+
+Every backend speaks the same small API (what :class:`rlpilot.multiagent.spread.SpreadVector` defines):
+``reset(seed=, mask=) -> obs [E, n_agents, obs]``, ``step(action [E, n_agents]) -> obs, reward
+[E, n_agents], terminated [E], truncated [E]`` (no auto-reset), and ``n_agents``, ``obs_dim``,
+``num_actions``, ``agent_names``, ``group``, ``max_cycles``, ``num_envs``.
+
+- ``native``: rlpilot's tensor implementation (``mpe2.simple_spread_v3``; parity-tested against mpe2).
+- ``pettingzoo``: TorchRL's ``PettingZooWrapper`` over the PettingZoo parallel env, one copy per env,
+  stepped one after the other. Any PettingZoo parallel env whose agents form one group with flat
+  observations and discrete actions trains this way; it pays TorchRL's per-step TensorDict cost per copy.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from tensordict import TensorDict
+from torchrl.data import Categorical, OneHot
+
+from rlpilot import registry
+from rlpilot.config import EnvConfig
+from rlpilot.errors import UserError
+
+# a version note from TorchRL, not a problem: the PettingZoo backend is tested here with pettingzoo 1.27
+warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested")
+
+
+def backend(env_cfg: EnvConfig) -> str:
+    """``native`` or ``pettingzoo`` (``auto``: native where rlpilot has it)."""
+    if env_cfg.backend == "auto":
+        return "native" if env_cfg.id in registry.NATIVE_MULTIAGENT else "pettingzoo"
+    if env_cfg.backend == "native" and env_cfg.id not in registry.NATIVE_MULTIAGENT:
+        raise UserError(
+            f"env.backend=native: rlpilot has no batched implementation of {env_cfg.id} "
+            f"(only {', '.join(registry.NATIVE_MULTIAGENT)}); use env.backend=pettingzoo"
+        )
+    return env_cfg.backend
+
+
+def env_kwargs(env_cfg: EnvConfig) -> dict:
+    kwargs = dict(env_cfg.kwargs)
+    if env_cfg.max_episode_steps is not None:
+        kwargs["max_cycles"] = env_cfg.max_episode_steps
+    return kwargs
+
+
+def make_vector(env_cfg: EnvConfig, num_envs: int, *, seed: int, device: torch.device | str = "cpu"):
+    """``num_envs`` copies of ``env_cfg.id`` behind the batched API, reset with ``seed``."""
+    module = registry.resolve_multiagent_env(env_cfg.id, backend(env_cfg))
+    kwargs = env_kwargs(env_cfg)
+    try:
+        if backend(env_cfg) == "native":
+            env = registry.load_object(registry.NATIVE_MULTIAGENT[env_cfg.id])(num_envs, device=device, **kwargs)
+        else:
+            env = PettingZooVector(module, num_envs, device=device, **kwargs)
+    except TypeError as exc:  # a wrong keyword in env.kwargs
+        raise UserError(f"{env_cfg.id} does not take env.kwargs {sorted(kwargs)}: {exc}") from None
+    except (ValueError, AssertionError) as exc:  # a value the env refuses (N=1, local_ratio=2, ...)
+        raise UserError(f"{env_cfg.id} refuses env.kwargs {kwargs}: {exc}") from None
+    env.reset(seed=seed)
+    return env
+
+
+class PettingZooVector:
+    """Copies of a PettingZoo parallel env through TorchRL's ``PettingZooWrapper``, as one batch."""
+
+    def __init__(self, module, num_envs: int, *, device: torch.device | str = "cpu", **kwargs):
+        from torchrl.envs import PettingZooWrapper
+
+        self.envs = [
+            PettingZooWrapper(module.parallel_env(**kwargs), categorical_actions=True, device=device)
+            for _ in range(num_envs)
+        ]
+        first = self.envs[0]
+        groups = first.group_map
+        if len(groups) != 1:
+            raise UserError(
+                f"{module.__name__} has {len(groups)} agent groups ({', '.join(groups)}): mappo/ippo train one "
+                "group of interchangeable agents; heterogeneous groups are not supported yet (docs/multi-agent.md)"
+            )
+        self.group, self.agent_names = next(iter(groups.items()))
+        obs_spec = first.full_observation_spec[self.group, "observation"]
+        action_spec = first.full_action_spec[self.group, "action"]
+        if len(obs_spec.shape) != 2 or not isinstance(action_spec, (Categorical, OneHot)):
+            raise UserError(
+                f"{module.__name__}: mappo/ippo need flat vector observations and discrete actions per agent "
+                f"(got observation {tuple(obs_spec.shape)}, action {type(action_spec).__name__})"
+            )
+        self.name = module.__name__.rpartition(".")[2]
+        self.num_envs, self.n_agents = num_envs, len(self.agent_names)
+        self.obs_dim, self.num_actions = int(obs_spec.shape[-1]), int(action_spec.space.n)
+        self.max_cycles = int(kwargs.get("max_cycles", getattr(first._env, "max_cycles", 0)) or 0) or None
+        self.device = torch.device(device)
+        self.obs = torch.zeros(num_envs, self.n_agents, self.obs_dim, device=self.device)
+
+    def reset(self, *, seed: int | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        for i, env in enumerate(self.envs):
+            if mask is not None and not bool(mask[i]):
+                continue
+            if seed is not None:
+                env.set_seed(seed + i)
+            self.obs[i] = env.reset()[self.group, "observation"]
+        return self.obs.clone()
+
+    def step(self, action: torch.Tensor):
+        rewards = torch.zeros(self.num_envs, self.n_agents, device=self.device)
+        terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        truncated = torch.zeros_like(terminated)
+        for i, env in enumerate(self.envs):
+            td = TensorDict({self.group: TensorDict({"action": action[i]}, [self.n_agents])}, [])
+            out = env.step(td)["next"]
+            self.obs[i] = out[self.group, "observation"]
+            rewards[i] = out[self.group, "reward"].squeeze(-1)
+            terminated[i], truncated[i] = out["terminated"].any(), out["truncated"].any()
+        return self.obs.clone(), rewards, terminated, truncated
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+SPREAD_CAPTURE = 0.1  # mpe2's simple_spread: a landmark is occupied by an agent within this distance
+SPREAD_COLLISION = 0.3  # two agents of size 0.15 touch
+
+
+def task_metrics(env, observation: torch.Tensor) -> dict[str, float]:
+    """End-of-episode measures of the task read from the last observations ``[E, n_agents, obs]``
+    (simple_spread: share of landmarks occupied, summed nearest-agent distance, touching agent pairs);
+    empty for tasks without any."""
+    if getattr(env, "name", "") != "simple_spread_v3":
+        return {}
+    n = env.n_agents
+    landmarks = observation[..., 4 : 4 + 2 * n].unflatten(-1, (n, 2)).norm(dim=-1)  # [E, agent, landmark]
+    others = observation[..., 4 + 2 * n : 4 + 2 * n + 2 * (n - 1)].unflatten(-1, (n - 1, 2)).norm(dim=-1)
+    nearest = landmarks.min(1).values  # [E, landmark]
+    return {
+        "landmarks_covered": float((nearest < SPREAD_CAPTURE).float().mean()),
+        "min_dist_sum": float(nearest.sum(-1).mean()),
+        "collisions": float((others < SPREAD_COLLISION).float().sum((-1, -2)).mean() / 2),
+    }
