@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.rlpilot-installed
 DEMO_RUN := runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: demo test test-all lint bench venv clean
+.PHONY: demo test test-all lint bench venv clean bench-marl-venv
 
 venv: $(STAMP)
 
@@ -44,3 +44,11 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) runs
+
+# BenchMARL, the multi-agent peer of benchmarks/multiagent_spread.py, pins torchrl<0.12 (rlpilot: 0.14.1):
+# its own virtualenv, on torch 2.13 (this machine's local CPU wheel when present), never rlpilot's .venv
+bench-marl-venv:
+	test -x .venv-benchmarl/bin/python || $(PYTHON) -m venv .venv-benchmarl
+	.venv-benchmarl/bin/python -m pip install -q $$(ls /opt/wheels/torch-2.13.0+cpu-*.whl 2>/dev/null || echo torch==2.13.0)
+	.venv-benchmarl/bin/python -m pip install -q "torch==$$(.venv-benchmarl/bin/python -c 'import torch; print(torch.__version__)')" \
+		benchmarl==1.5.2 pettingzoo==1.27.0 mpe2==1.1.1

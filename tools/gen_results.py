@@ -23,6 +23,7 @@ TARGETS = (
     ROOT / "docs" / "results.md",
     ROOT / "docs" / "tune.md",
     ROOT / "docs" / "robot-arm.md",
+    ROOT / "docs" / "multi-agent.md",
 )
 ARM_NAMES = {"preset": "preset vs preset (what a user gets)", "same": "same settings (implementation speed)"}
 
@@ -369,6 +370,63 @@ def reacher_table(path: Path) -> str:
     return "\n".join(table) + f"\n\nSource: `{path.relative_to(ROOT)}`: " + "; ".join(header) + "."
 
 
+def _at_frames(evals: list[dict], frames: int) -> dict:
+    """The first evaluation at or past ``frames`` (evaluations fall on batch boundaries)."""
+    return next((e for e in evals if e["frames"] >= frames), evals[-1])
+
+
+def _spread(values: list[float], fmt: str = ".2f") -> str:
+    """Mean over seeds and the per-seed range."""
+    return f"{statistics.mean(values):{fmt}} [{min(values):{fmt}}, {max(values):{fmt}}]"
+
+
+def multiagent_spread_table(path: Path) -> str:
+    """Issue 19: MAPPO/IPPO presets, BenchMARL's MAPPO at its budget, and the reference policies."""
+    data = json.loads(path.read_text())
+    peer_frames, seeds = data["peer_frames"], data["seeds"]
+    refs = data["references"]
+    lines = [
+        "| policy | frames | greedy return (mean [min, max] over seeds) | landmarks covered | training wall s |",
+        "|---|---|---|---|---|",
+    ]
+    for name, ref in refs.items():
+        lines.append(
+            f"| {name} policy (1000 episodes) | - | {ref['return_mean']:.2f} | {ref['landmarks_covered']:.2f} | - |"
+        )
+    ratios = {}
+    for preset in ("mappo-spread", "ippo-spread"):
+        runs = [r for r in data["runs"] if r.get("preset") == preset]
+        if not runs:
+            continue
+        for label, pick in (("at the peer's budget", lambda ev: _at_frames(ev, peer_frames)), ("preset budget", None)):
+            points = [pick(r["evals"]) if pick else r["evals"][-1] for r in runs]
+            lines.append(
+                f"| rlpilot {preset} ({label}) | {statistics.mean(p['frames'] for p in points):,.0f} | "
+                f"{_spread([p['return_mean'] for p in points])} | "
+                f"{_spread([p['landmarks_covered'] for p in points])} | "
+                f"{_spread([p['elapsed_s'] for p in points], '.0f')} |"
+            )
+        ratios[preset] = runs
+    peers = [r for r in data["runs"] if r.get("peer") == "benchmarl"]
+    if peers:
+        finals = [r["evals"][-1] for r in peers]
+        lines.append(
+            f"| BenchMARL 1.5.2 MAPPO (its configuration) | {peers[0]['frames']:,} | "
+            f"{_spread([f['return_mean'] for f in finals])} | - | {_spread([r['train_s'] for r in peers], '.0f')} |"
+        )
+        mine = {r["seed"]: _at_frames(r["evals"], peer_frames)["elapsed_s"] for r in ratios.get("mappo-spread", [])}
+        per_seed = [r["train_s"] / mine[r["seed"]] for r in peers if r["seed"] in mine]
+        if per_seed:
+            lines += [
+                "",
+                f"Wall time to {peer_frames:,} frames, BenchMARL / rlpilot mappo-spread, per seed: "
+                + ", ".join(f"{v:.1f}x" for v in per_seed)
+                + f" (median {statistics.median(per_seed):.1f}x; training clocks, evaluations included).",
+            ]
+    lines += ["", f"Seeds {seeds[0]}-{seeds[-1]} (presets tuned on 0-2). " + source_line(path, data["stamp"])]
+    return "\n".join(lines)
+
+
 SOURCES = {
     "time_to_solve": ("time_to_solve-*.json", time_to_solve_table),
     "update_cost": ("update_cost-*.json", update_cost_table),
@@ -381,6 +439,7 @@ SOURCES = {
     "reacher": ("robot_arm-*.txt", reacher_table),
     "throughput_gpu": ("throughput-h200-*.txt", throughput_gpu_table),
     "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
+    "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),
 }
 
 

@@ -263,22 +263,8 @@ def check_env(
             f"residual RL: the env adds the {env_cfg.base_controller} controller's action; the policy's action, "
             f"times {env_cfg.residual_scale:g}, is the correction (clipped to the action box)"
         )
-    try:
-        logging.getLogger("torchrl").setLevel(logging.WARNING)  # its success line would interleave the report
-        check_env_specs(env, seed=seed)
-        report.check_env_specs = "passed"
-    except Exception as exc:  # reported as a finding, not a crash
-        report.check_env_specs = f"FAILED: {exc}"
-        report.findings.append(
-            Finding(
-                rule="specs_mismatch",
-                severity="error",
-                title="specs do not match data",
-                evidence={"check_env_specs": str(exc).splitlines()[0]},
-                cause="the env's declared spaces and the data it returns disagree (shape, dtype or bounds)",
-                fix="fix the env's observation_space/action_space to describe what it returns",
-            )
-        )
+    report.check_env_specs, findings = specs_check(env, seed, "fix the env's observation_space/action_space")
+    report.findings += findings
     report.layout = _layout(env)
     if image:
         report.frame_png = str(frame_png or f"check-{env_cfg.id.replace('/', '-').replace(':', '-')}.png")
@@ -320,6 +306,25 @@ def check_env(
     report.findings += _seeding_findings(env_cfg, seed, budget.seeding_steps)
     report.findings += _action_findings(env_cfg, base, seed)
     return report
+
+
+def specs_check(env, seed: int, fix: str) -> tuple[str, list[Finding]]:
+    """TorchRL's ``check_env_specs`` on ``env``: ``passed``, or ``FAILED: ...`` with an error finding."""
+    try:
+        logging.getLogger("torchrl").setLevel(logging.WARNING)  # its success line would interleave the report
+        check_env_specs(env, seed=seed)
+        return "passed", []
+    except Exception as exc:  # reported as a finding, not a crash
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        finding = Finding(
+            rule="specs_mismatch",
+            severity="error",
+            title="specs do not match data",
+            evidence={"check_env_specs": first},
+            cause="the env's declared spaces and the data it returns disagree (shape, dtype or bounds)",
+            fix=f"{fix} to describe what it returns",
+        )
+        return f"FAILED: {first}", [finding]
 
 
 def _describe_pixel_input(env) -> str:

@@ -300,13 +300,24 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         backend=args.backend,
         controller=args.controller,
     )
+    columns = result.per_episode()
+    _print_episodes(args, "mean", result.returns, [(name, values) for name, values in columns.items()], {})
+    return _print_files(csv_path, video)
+
+
+def _print_episodes(args: argparse.Namespace, what: str, returns, columns: list, task: dict) -> None:
     who = f"controller {args.controller}" if args.controller else "greedy"
     print(
-        f"{args.episodes} {who} episodes: mean {result.mean:.2f}  std {result.std:.2f}  "
-        f"min {result.returns.min():.2f}  max {result.returns.max():.2f}"
+        f"{args.episodes} {who} episodes: {what} {returns.mean():.2f}  std {returns.std():.2f}  "
+        f"min {returns.min():.2f}  max {returns.max():.2f}"
     )
-    for name, values in result.per_episode().items():
+    for name, values in columns:
         print(f"  {name:<18} mean {values.mean():.4g}  std {values.std():.4g}")
+    for name, value in task.items():
+        print(f"  {name:<18} {value:.4g} (end of episode)")
+
+
+def _print_files(csv_path, video) -> int:
     print(f"episodes: {csv_path}")
     if video is not None:
         print(f"video:    {video}")
@@ -328,20 +339,9 @@ def _eval_group(args: argparse.Namespace) -> int:
         checkpoint=args.checkpoint,
         controller_name=args.controller,
     )
-    returns = per_agent.mean(1)
-    who = f"controller {args.controller}" if args.controller else "greedy"
-    print(
-        f"{args.episodes} {who} episodes: mean return (over agents) {returns.mean():.2f}  std {returns.std():.2f}  "
-        f"min {returns.min():.2f}  max {returns.max():.2f}"
-    )
-    for i, values in enumerate(per_agent.T):
-        print(f"  agent {i:<12} mean {values.mean():.4g}  std {values.std():.4g}")
-    for name, value in task.items():
-        print(f"  {name:<18} {value:.4g} (end of episode)")
-    print(f"episodes: {csv_path}")
-    if video is not None:
-        print(f"video:    {video}")
-    return 0
+    columns = [(f"agent {i}", values) for i, values in enumerate(per_agent.T)]
+    _print_episodes(args, "mean return (over agents)", per_agent.mean(1), columns, task)
+    return _print_files(csv_path, video)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:

@@ -118,3 +118,18 @@ def test_cli_bad_multiagent_input_is_one_line():
     assert wrong.returncode == 2 and "PettingZoo env module" in wrong.stderr
     env_id = run_cli("eval", "mpe2.simple_spread_v3")
     assert env_id.returncode == 2 and "--controller" in env_id.stderr
+
+
+def test_sweep_runs_group_presets_and_tables_them(tmp_path):
+    from rlpilot.sweep import run_sweep
+
+    frames = 8 * 25 * 2
+    tiny = TINY + [f"train.total_frames={frames}", f"train.eval_every_frames={frames}"]
+    result = run_sweep(
+        "ippo-spread", seeds=2, grid=["marl.share_parameters=true,false"], out=tmp_path, workers=2, overrides=tiny
+    )
+    assert [r["point"] for r in result["rows"]] == ["marl.share_parameters=true", "marl.share_parameters=false"]
+    assert all(r["runs"] == 2 for r in result["rows"])
+    unshared = load_run(tmp_path / "marl.share_parameters-false" / "s1")
+    state = torch.load(unshared.path / "checkpoints/last.pt", weights_only=True)["state"]["algo"]["actor"]
+    assert any(key.startswith("nets.2.") for key in state)  # one network per agent

@@ -1,10 +1,11 @@
 """The protocol every kind of training implements; the loop (``rlpilot.loop.trainer``) knows nothing else.
 
-Two Trainables exist: ``rlpilot.control.trainable.ControlTrainable`` (a vectorised env, a collector,
-an algorithm such as PPO or DQN, a vectorised greedy evaluator) and ``rlpilot.llm.grpo.GRPOTrainable``
-(prompts, generation, GRPO updates, held-out evaluation). A new kind of training (multi-agent, say)
-implements this protocol and registers its builder in ``rlpilot.registry``; a new control algorithm
-(SAC, TD3) implements ``rlpilot.control.algos.Algorithm`` instead and plugs into ControlTrainable.
+Three Trainables exist: ``rlpilot.control.trainable.ControlTrainable`` (a vectorised env, a collector,
+an algorithm such as PPO or DQN, a vectorised greedy evaluator), ``rlpilot.multiagent.trainable.
+MultiAgentTrainable`` (a group of agents in a batched env, MAPPO/IPPO) and ``rlpilot.llm.grpo.GRPOTrainable``
+(prompts, generation, GRPO updates, held-out evaluation). A new kind of training implements this protocol
+and registers its builder in ``rlpilot.registry``; a new control algorithm implements
+``rlpilot.control.algos.Algorithm`` instead and plugs into ControlTrainable.
 """
 
 from __future__ import annotations

@@ -9,15 +9,14 @@ where there is one) come from the training backend (``env.backend``).
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torchrl.data import Categorical, Composite, OneHot
-from torchrl.envs import check_env_specs
 
 from rlpilot import registry
+from rlpilot.check import specs_check
 from rlpilot.config import EnvConfig
 from rlpilot.findings import Finding, by_severity, count, render_finding
 from rlpilot.multiagent.envs import backend, env_kwargs, make_vector
@@ -113,22 +112,8 @@ def check_group_env(env_cfg: EnvConfig, *, episodes: int | None = None, seed: in
     for key in env.full_observation_spec.keys():
         if key != group and not isinstance(env.full_observation_spec[key], Composite):
             report.specs.append(f"{key:<22} {_spec_text(env.full_observation_spec[key])}: shared, the global state")
-    try:
-        logging.getLogger("torchrl").setLevel(logging.WARNING)
-        check_env_specs(env, seed=seed)
-        report.check_env_specs = "passed"
-    except Exception as exc:  # reported as a finding, not a crash
-        report.check_env_specs = f"FAILED: {str(exc).splitlines()[0]}"
-        report.findings.append(
-            Finding(
-                rule="specs_mismatch",
-                severity="error",
-                title="specs do not match data",
-                evidence={"check_env_specs": str(exc).splitlines()[0]},
-                cause="the env's declared spaces and the data it returns disagree",
-                fix="fix the PettingZoo env's observation_space/action_space",
-            )
-        )
+    report.check_env_specs, findings = specs_check(env, seed, "fix the PettingZoo env's observation/action spaces")
+    report.findings += findings
     env.set_seed(seed)
     rollout = env.rollout(3, break_when_any_done=False)
     names = {(key if isinstance(key, str) else "/".join(key)): key for key in rollout.keys(True, True)}
