@@ -62,7 +62,7 @@ def peer_run(python: str, seed: int, frames: int, out: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def references(seed: int, episodes: int) -> dict:
+def references(seed: int, episodes: int, out: Path) -> dict:
     from rlpilot.multiagent.play import evaluate_group
 
     found = {}
@@ -72,7 +72,7 @@ def references(seed: int, episodes: int) -> dict:
             episodes=episodes,
             seed=seed,
             controller_name=name,
-            csv_path=Path(os.devnull),
+            csv_path=out / f"eval-{name}.csv",
         )
         returns = per_agent.mean(1)
         found[name] = {"return_mean": float(returns.mean()), "return_std": float(returns.std()), **task}
@@ -95,7 +95,8 @@ def main() -> int:
     stamp = header()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     result = {"stamp": stamp, "seeds": seeds, "peer_frames": args.peer_frames, "references": {}, "runs": []}
-    result["references"] = references(args.first_seed, 1000)
+    out.mkdir(parents=True)
+    result["references"] = references(args.first_seed, 1000, out)
     for seed in seeds:
         for preset in PRESETS:
             result["runs"].append(rlpilot_run(preset, seed, out))
