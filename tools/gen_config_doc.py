@@ -22,7 +22,8 @@ A run's configuration is typed dataclasses (`src/rlpilot/config.py`), filled fro
 overrides. Values are parsed as YAML (`1e-3`, `true`, `[64, 64]`, `null`); an unknown key, a wrong type or
 a value outside the valid range (the column below, declared with each field and checked from that
 declaration) is one error line naming the key. Each algorithm reads its own sections: `ppo` reads `env`,
-`model`, `ppo`; `dqn` reads `env`, `model`, `dqn`; `grpo` reads `llm`, `grpo`; all read `guard` and `train`
+`model`, `ppo`; `dqn` reads `env`, `model`, `dqn`; `sac` and `td3` their own; `mappo` and `ippo` read `env`,
+`model`, `ppo`, `marl`; `grpo` reads `llm`, `grpo`; all read `guard` and `train`
 (setting a key of another section is an error). The resolved config, with the algorithm's sections only,
 is saved as `config.yaml` in every run directory.
 
