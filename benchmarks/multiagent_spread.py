@@ -90,6 +90,7 @@ def main() -> int:
     out = ROOT / args.out
     if out.exists():
         sys.exit(f"{args.out} exists: remove it or choose another --out (every run here is timed from scratch)")
+    args.peer_python = str(Path(args.peer_python).absolute())  # the peer runs in its own folder
     if not Path(args.peer_python).is_file():
         sys.exit(f"{args.peer_python} not found: make bench-marl-venv (BenchMARL's own virtualenv)")
     stamp = header()
