@@ -25,7 +25,7 @@ import yaml
 from rlpilot import registry
 from rlpilot.errors import UserError
 
-BACKENDS = ("auto", "numpy", "sync", "native", "async", "pettingzoo")
+BACKENDS = ("auto", "numpy", "sync", "native", "async", "pettingzoo", "vmas")
 MAX_SEED = 2**31 - 1  # numpy's legacy seeding takes < 2**32; evaluation seeds add offsets to the run's seed
 LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
 
@@ -556,10 +556,12 @@ class Config:
                 f"{self.algo} trains a group of agents: env.id must be a PettingZoo env module such as "
                 f"mpe2.simple_spread_v3 (got '{self.env.id}')"
             )
-        if self.kind == "multiagent" and self.env.backend not in ("auto", "native", "pettingzoo"):
-            problems.append(f"env.backend for a multi-agent env: auto, native or pettingzoo (got {self.env.backend})")
-        if self.kind == "control" and self.env.backend == "pettingzoo":
-            problems.append("env.backend=pettingzoo is for multi-agent envs (mappo, ippo)")
+        if self.kind == "multiagent" and self.env.backend not in ("auto", "native", "pettingzoo", "vmas"):
+            problems.append(
+                f"env.backend for a multi-agent env: auto, native, pettingzoo or vmas (got {self.env.backend})"
+            )
+        if self.kind == "control" and self.env.backend in ("pettingzoo", "vmas"):
+            problems.append(f"env.backend={self.env.backend} is for multi-agent envs (mappo, ippo)")
         if "ppo" in self.sections and self.ppo.minibatch_size > self.frames_per_batch:
             problems.append(
                 f"ppo.minibatch_size ({self.ppo.minibatch_size}) is larger than a batch "

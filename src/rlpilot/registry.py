@@ -108,14 +108,19 @@ NAMESPACES = {
 """gymnasium namespaces whose ids a package registers on import: (module, its register function, extra)."""
 
 
-MULTIAGENT_PACKAGES = ("mpe2.", "pettingzoo.")
-"""Multi-agent env ids are PettingZoo modules with a ``parallel_env`` function (``mpe2.simple_spread_v3``)."""
+MULTIAGENT_PACKAGES = ("mpe2.", "pettingzoo.", "vmas.")
+"""Multi-agent env ids: PettingZoo modules with a ``parallel_env`` function (``mpe2.simple_spread_v3``), or
+VMAS scenarios (``vmas.navigation``)."""
 NATIVE_MULTIAGENT = {"mpe2.simple_spread_v3": "rlpilot.multiagent.spread:SpreadVector"}
 """Multi-agent envs with a batched tensor implementation (``env.backend=native``, the default for them)."""
 
 
 def is_multiagent_env(env_id: str) -> bool:
     return env_id.startswith(MULTIAGENT_PACKAGES)
+
+
+def is_vmas_env(env_id: str) -> bool:
+    return env_id.startswith("vmas.")
 
 
 def resolve_multiagent_env(env_id: str, backend: str = "pettingzoo") -> Any:
@@ -126,8 +131,10 @@ def resolve_multiagent_env(env_id: str, backend: str = "pettingzoo") -> Any:
     if not is_multiagent_env(env_id):
         raise UserError(
             f"'{env_id}' is not a multi-agent env: mappo/ippo train on PettingZoo modules such as "
-            "mpe2.simple_spread_v3 (pip install 'rlpilot[multiagent]')"
+            "mpe2.simple_spread_v3 (pip install 'rlpilot[multiagent]') or VMAS scenarios such as vmas.navigation"
         )
+    if is_vmas_env(env_id):
+        return _vmas_scenario(env_id)
     try:
         module = importlib.import_module(env_id)
     except ImportError as exc:
@@ -139,6 +146,20 @@ def resolve_multiagent_env(env_id: str, backend: str = "pettingzoo") -> Any:
     if not callable(getattr(module, "parallel_env", None)):
         raise UserError(f"'{env_id}' has no parallel_env(): give a PettingZoo env module with the parallel API")
     return module
+
+
+def _vmas_scenario(env_id: str) -> Any:
+    """The VMAS scenario module of ``vmas.<scenario>`` (VMAS is GPL-3: only imported for these ids)."""
+    try:
+        import vmas
+    except ImportError:
+        raise UserError(f"'{env_id}' needs the vmas extra (VMAS is GPL-3): pip install 'rlpilot[vmas]'") from None
+    name = env_id.removeprefix("vmas.")
+    if name not in vmas.scenarios:
+        close = difflib.get_close_matches(name, list(vmas.scenarios), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join('vmas.' + c for c in close)}?" if close else ""
+        raise UserError(f"unknown VMAS scenario '{name}'.{hint}")
+    return importlib.import_module(f"vmas.scenarios.{name}")
 
 
 def register_namespace(env_id: str) -> None:

@@ -18,7 +18,8 @@ from rlpilot.play.load import load_artifact
 from rlpilot.play.write import FORMATS
 from rlpilot.runs import load_run
 
-MULTIAGENT_PRESETS = [name for name in preset_names() if load_config(name).kind == "multiagent"]
+# MPE presets here; the VMAS preset (vmas extra): tests/smoke/test_vmas.py
+MULTIAGENT_PRESETS = [name for name in preset_names() if load_config(name).env.id.startswith("mpe2.")]
 TINY = ["env.num_envs=8", "ppo.steps_per_env=25", "ppo.minibatch_size=100", "train.eval_episodes=4"]
 
 

@@ -26,6 +26,8 @@ from rlpilot.multiagent.trainable import greedy_episodes
 @dataclass
 class GroupCheckReport:
     env_id: str
+    wrapper: str = "PettingZooWrapper"
+    """The TorchRL wrapper the specs and the rollout come from (``PettingZooWrapper`` or ``VmasEnv``)."""
     groups: list[str] = field(default_factory=list)
     specs: list[str] = field(default_factory=list)
     layout: list[str] = field(default_factory=list)
@@ -41,7 +43,7 @@ class GroupCheckReport:
     def render(self) -> str:
         lines = [f"rlpilot check: {self.env_id} (multi-agent)", "", "Groups"]
         lines += [f"  {line}" for line in self.groups]
-        lines += ["", "Specs (per agent; TorchRL's PettingZooWrapper)"] + [f"  {line}" for line in self.specs]
+        lines += ["", f"Specs (per agent; TorchRL's {self.wrapper})"] + [f"  {line}" for line in self.specs]
         lines += ["", f"TorchRL check_env_specs: {self.check_env_specs}", ""]
         lines += ["Tensordict of a 3-step rollout (1 env): key, shape, dtype, what the dimensions are"]
         lines += [f"  {line}" for line in self.layout]
@@ -56,8 +58,9 @@ class GroupCheckReport:
         return "\n".join(lines)
 
 
-def _spec_text(spec) -> str:
-    shape = tuple(spec.shape)
+def _spec_text(spec, skip: int = 0) -> str:
+    """A spec in words; ``skip`` leading (env batch) dimensions are left out."""
+    shape = tuple(spec.shape)[skip:]
     if isinstance(spec, (Categorical, OneHot)):
         return f"Discrete({int(spec.space.n)}) per agent, shape {shape} {str(spec.dtype).replace('torch.', '')}"
     return f"{type(spec).__name__} shape {shape} {str(spec.dtype).replace('torch.', '')}"
@@ -75,12 +78,27 @@ def _dims(name: str, shape: tuple, group: str, n_agents: int) -> str:
     return "[" + ", ".join(words) + "]"
 
 
-def check_group_env(env_cfg: EnvConfig, *, episodes: int | None = None, seed: int = 0) -> GroupCheckReport:
+def torchrl_env(env_cfg: EnvConfig):
+    """The env as TorchRL wraps it, one copy: ``PettingZooWrapper`` over the PettingZoo env, or ``VmasEnv``
+    (whose batch dimension, 1 here, is dropped from the rollout shown)."""
+    module = registry.resolve_multiagent_env(env_cfg.id)
+    kwargs = env_kwargs(env_cfg)
+    if registry.is_vmas_env(env_cfg.id):
+        from torchrl.envs.libs.vmas import VmasEnv
+
+        max_steps = kwargs.pop("max_cycles", 100)
+        scenario = env_cfg.id.removeprefix("vmas.")
+        return VmasEnv(scenario=scenario, num_envs=1, continuous_actions=False, max_steps=max_steps, **kwargs)
     from torchrl.envs import PettingZooWrapper
 
-    module = registry.resolve_multiagent_env(env_cfg.id)
+    return PettingZooWrapper(module.parallel_env(**kwargs), categorical_actions=True)
+
+
+def check_group_env(env_cfg: EnvConfig, *, episodes: int | None = None, seed: int = 0) -> GroupCheckReport:
     report = GroupCheckReport(env_cfg.id)
-    env = PettingZooWrapper(module.parallel_env(**env_kwargs(env_cfg)), categorical_actions=True)
+    env = torchrl_env(env_cfg)
+    report.wrapper = type(env).__name__
+    batched = len(env.batch_size) > 0  # VmasEnv: [num_envs]
     group_map = env.group_map
     for group, agents in group_map.items():
         report.groups.append(f"{group}: {len(agents)} agents ({', '.join(agents)})")
@@ -104,18 +122,27 @@ def check_group_env(env_cfg: EnvConfig, *, episodes: int | None = None, seed: in
     action_spec = env.full_action_spec[group, "action"]
     for key, spec in obs_spec.items(True, True):
         name = "/".join((group, *((key,) if isinstance(key, str) else key)))
-        report.specs.append(f"{name:<22} {_spec_text(spec)}")
-    report.specs.append(f"{group + '/action':<22} {_spec_text(action_spec)}")
-    report.specs.append(f"{group + '/reward':<22} {_spec_text(env.full_reward_spec[group, 'reward'])}: one per agent")
-    agent_done = tuple(env.full_done_spec[group, "done"].shape)
-    report.specs.append(f"{'done (root)':<22} shape (1,): the env's episode end; {group}/done {agent_done} per agent")
+        report.specs.append(f"{name:<22} {_spec_text(spec, len(env.batch_size))}")
+    report.specs.append(f"{group + '/action':<22} {_spec_text(action_spec, len(env.batch_size))}")
+    reward_spec = env.full_reward_spec[group, "reward"]
+    report.specs.append(f"{group + '/reward':<22} {_spec_text(reward_spec, len(env.batch_size))}: one per agent")
+    skip = len(env.batch_size)
+    if (group, "done") in env.full_done_spec.keys(True):
+        agent_done = tuple(env.full_done_spec[group, "done"].shape)[skip:]
+        where = f"; {group}/done {agent_done} per agent"
+    else:
+        where = ": one for the whole group (no per-agent done)"
+    report.specs.append(f"{'done (root)':<22} shape (1,): the env's episode end{where}")
     for key in env.full_observation_spec.keys():
         if key != group and not isinstance(env.full_observation_spec[key], Composite):
-            report.specs.append(f"{key:<22} {_spec_text(env.full_observation_spec[key])}: shared, the global state")
+            shared = _spec_text(env.full_observation_spec[key], len(env.batch_size))
+            report.specs.append(f"{key:<22} {shared}: shared, the global state")
     report.check_env_specs, findings = specs_check(env, seed, "fix the PettingZoo env's observation/action spaces")
     report.findings += findings
     env.set_seed(seed)
     rollout = env.rollout(3, break_when_any_done=False)
+    if batched:
+        rollout = rollout[0]
     names = {(key if isinstance(key, str) else "/".join(key)): key for key in rollout.keys(True, True)}
     for name in sorted(names, key=lambda n: (n.count("/"), n)):
         value = rollout.get(names[name])

@@ -9,6 +9,9 @@ Every backend speaks the same small API (what :class:`rlpilot.multiagent.spread.
 - ``pettingzoo``: TorchRL's ``PettingZooWrapper`` over the PettingZoo parallel env, one copy per env,
   stepped one after the other. Any PettingZoo parallel env whose agents form one group with flat
   observations and discrete actions trains this way; it pays TorchRL's per-step TensorDict cost per copy.
+- ``vmas``: TorchRL's ``VmasEnv`` over a VMAS scenario (``vmas.navigation``): VMAS steps every env as one
+  batch of tensors, so one TensorDict per batch step; discrete actions (VMAS's 3 x 3 grid per agent).
+  VMAS is GPL-3: an optional extra (``pip install 'rlpilot[vmas]'``), never imported otherwise.
 """
 
 from __future__ import annotations
@@ -28,7 +31,14 @@ warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested")
 
 
 def backend(env_cfg: EnvConfig) -> str:
-    """``native`` or ``pettingzoo`` (``auto``: native where rlpilot has it)."""
+    """``native``, ``pettingzoo`` or ``vmas`` (``auto``: vmas for ``vmas.*`` ids, else native where rlpilot
+    has it)."""
+    if registry.is_vmas_env(env_cfg.id):
+        if env_cfg.backend not in ("auto", "vmas"):
+            raise UserError(f"{env_cfg.id} is a VMAS scenario: env.backend=auto or vmas (got {env_cfg.backend})")
+        return "vmas"
+    if env_cfg.backend == "vmas":
+        raise UserError(f"env.backend=vmas runs VMAS scenarios (vmas.navigation, ...), not {env_cfg.id}")
     if env_cfg.backend == "auto":
         return "native" if env_cfg.id in registry.NATIVE_MULTIAGENT else "pettingzoo"
     if env_cfg.backend == "native" and env_cfg.id not in registry.NATIVE_MULTIAGENT:
@@ -53,6 +63,8 @@ def make_vector(env_cfg: EnvConfig, num_envs: int, *, seed: int, device: torch.d
     try:
         if backend(env_cfg) == "native":
             env = registry.load_object(registry.NATIVE_MULTIAGENT[env_cfg.id])(num_envs, device=device, **kwargs)
+        elif backend(env_cfg) == "vmas":
+            env = VmasVector(env_cfg.id.removeprefix("vmas."), num_envs, device=device, seed=seed, **kwargs)
         else:
             env = PettingZooVector(module, num_envs, device=device, **kwargs)
     except TypeError as exc:  # a wrong keyword in env.kwargs
@@ -119,6 +131,86 @@ class PettingZooVector:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+class VmasVector:
+    """A VMAS scenario through TorchRL's ``VmasEnv``, behind the batched API (one group, discrete actions).
+
+    The time limit is counted here: VMAS's own ``max_steps`` reports the limit as ``done``/``terminated``
+    (TorchRL's ``VmasEnv`` has no ``truncated`` key), which would stop bootstrapping at a time-out; here
+    ``terminated`` is the scenario's own end (navigation: every agent on its goal) and ``truncated`` the limit.
+    """
+
+    def __init__(self, scenario: str, num_envs: int, *, device="cpu", seed: int = 0, max_cycles: int = 100, **kwargs):
+        from torchrl.envs.libs.vmas import VmasEnv
+
+        self.name = scenario
+        self.env = VmasEnv(
+            scenario=scenario,
+            num_envs=num_envs,
+            continuous_actions=False,
+            max_steps=None,
+            device=device,
+            seed=seed,
+            **kwargs,
+        )
+        groups = self.env.group_map
+        if len(groups) != 1:
+            raise UserError(
+                f"vmas.{scenario} has {len(groups)} agent groups ({', '.join(groups)}): mappo/ippo train one "
+                "group; heterogeneous groups are not supported yet (docs/multi-agent.md)"
+            )
+        self.group, self.agent_names = next(iter(groups.items()))
+        obs_spec = self.env.full_observation_spec[self.group, "observation"]
+        if len(obs_spec.shape) != 3:
+            raise UserError(f"vmas.{scenario}: mappo/ippo need flat observations (got {tuple(obs_spec.shape[1:])})")
+        self.num_envs, self.n_agents = num_envs, len(self.agent_names)
+        self.obs_dim = int(obs_spec.shape[-1])
+        self.num_actions = int(self.env.full_action_spec[self.group, "action"].space.n)
+        self.max_cycles = max_cycles
+        self.device = torch.device(device)
+        self.t = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+
+    def reset(self, *, seed: int | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if seed is not None:
+            self.env.set_seed(seed)
+        if mask is None or bool(mask.all()):
+            self.obs = self.env.reset()[self.group, "observation"]
+            self.t = torch.zeros_like(self.t)
+        else:  # VmasEnv resets the envs flagged in "_reset" (the others come back as zeros: kept from before)
+            mask = mask.to(self.device)
+            out = self.env.reset(TensorDict({"_reset": mask.view(-1, 1)}, [self.num_envs], device=self.device))
+            self.obs = torch.where(mask.view(-1, 1, 1), out[self.group, "observation"], self.obs)
+            self.t = self.t.masked_fill(mask, 0)
+        return self.obs
+
+    def step(self, action: torch.Tensor):
+        action = action.clone()  # VMAS reshapes actions in place: never the policy's inference-mode tensor
+        td = TensorDict({self.group: TensorDict({"action": action}, [self.num_envs, self.n_agents])}, [self.num_envs])
+        out = self.env.step(td.to(self.device))["next"]
+        self.t = self.t + 1
+        terminated = out["terminated"].view(-1)
+        self.obs = out[self.group, "observation"]
+        return (
+            self.obs,
+            out[self.group, "reward"].squeeze(-1),
+            terminated,
+            (self.t >= self.max_cycles) & ~terminated,
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def navigation_heuristic(obs: torch.Tensor, *, gain: float = 2.0, deadband: float = 0.1) -> torch.Tensor:
+    """VMAS navigation's hand-written policy from each agent's own observation (``[pos, vel, pos - goal,
+    lidar...]``): per axis, push towards the velocity ``gain x (goal - pos)`` when the velocity is more than
+    ``deadband`` off it, else coast. Ignores the lidar (other agents). Returns VMAS's flat discrete action
+    (3 x 3 grid: index x * 3 + y, each 0 stay, 1 minus, 2 plus)."""
+    velocity, to_goal = obs[..., 2:4], -obs[..., 4:6]
+    error = gain * to_goal - velocity
+    axis = torch.where(error.abs() <= deadband, 0, torch.where(error > 0, 2, 1))
+    return axis[..., 0] * 3 + axis[..., 1]
 
 
 SPREAD_CAPTURE = 0.1  # mpe2's simple_spread: a landmark is occupied by an agent within this distance

@@ -26,8 +26,9 @@ from rlpilot.multiagent.trainable import greedy_episodes
 from rlpilot.runs import Run, atomic_write, load_run, versions
 
 CONTROLLERS = ("random", "heuristic")
-"""Reference policies on a multi-agent env: uniform random actions, and simple_spread's hand-written
-heuristic (each agent heads for its landmark in the assignment of least total distance)."""
+"""Reference policies on a multi-agent env: uniform random actions, and a hand-written heuristic (simple_spread:
+each agent heads for its landmark in the assignment of least total distance; VMAS navigation: each agent
+heads for its goal, ignoring the others)."""
 
 
 def load_group_policy(path: str | Path, checkpoint: str = "last"):
@@ -56,8 +57,13 @@ def controller(name: str, env) -> Callable[[torch.Tensor], torch.Tensor]:
     if name == "random":
         generator = torch.Generator().manual_seed(0)
         return lambda obs: torch.randint(env.num_actions, obs.shape[:-1], generator=generator)
-    if getattr(env, "name", "") != "simple_spread_v3":
-        raise UserError("--controller heuristic is simple_spread's hand-written policy; use random on other envs")
+    name = getattr(env, "name", "")
+    if name == "navigation":
+        from rlpilot.multiagent.envs import navigation_heuristic
+
+        return navigation_heuristic
+    if name != "simple_spread_v3":
+        raise UserError("--controller heuristic exists for simple_spread and VMAS navigation; use random here")
     from rlpilot.multiagent.spread import heuristic_action
 
     return lambda obs: heuristic_action(obs, env.n_agents)
