@@ -94,6 +94,7 @@ def greedy_actions(*seen: int) -> list[dict]:
 
 
 NAN = float("nan")
+SPREAD = {"id": "mpe2.simple_spread_v3"}
 ONE_HOT = {"env": {"action_encoding": "one_hot"}, "ppo": {"distribution": "categorical"}}
 CASES = {
     # -- common ---------------------------------------------------------------------------------
@@ -390,6 +391,40 @@ CASES = {
         ("columns", ["train/episode_return"]),
         {"cfg": config("grpo"), "rows": columns(train__episode_return=NAN)},
         {"cfg": config("grpo"), "rows": columns(train__episode_return=0.5)},
+    ),
+    # -- multi-agent (mappo, ippo) ---------------------------------------------------------------
+    "agent_entropy_collapse": Case(
+        "agent_entropy_collapse",
+        "warning",
+        ("entropy_share_agent0", 0.014),  # 0.01 nats of log(2)
+        {
+            "cfg": config("mappo", env=SPREAD),
+            "rows": columns(ppo__entropy_agent0=0.01, ppo__entropy_agent1=0.6, ppo__entropy_agent2=0.6),
+        },
+        {
+            "cfg": config("mappo", env=SPREAD),
+            "rows": columns(ppo__entropy_agent0=0.5, ppo__entropy_agent1=0.6, ppo__entropy_agent2=0.6),
+        },
+    ),
+    "critic_blind": Case(
+        "critic_blind",
+        "warning",
+        ("explained_variance_last_quarter", 0.1),
+        {"cfg": config("ippo", env=SPREAD), "rows": columns(ppo__explained_variance=0.1)},
+        {"cfg": config("ippo", env=SPREAD), "rows": columns(ppo__explained_variance=0.8)},
+    ),
+    "agents_unequal": Case(
+        "agents_unequal",
+        "info",
+        ("eval_return_agent1", -20.0),
+        {
+            "cfg": config("mappo", env=SPREAD),
+            "rows": columns(eval__return_agent0=-5.0, eval__return_agent1=-20.0, eval__return_agent2=-6.0),
+        },
+        {
+            "cfg": config("mappo", env=SPREAD),
+            "rows": columns(eval__return_agent0=-5.0, eval__return_agent1=-5.5, eval__return_agent2=-6.0),
+        },
     ),
 }
 
