@@ -300,8 +300,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         backend=args.backend,
         controller=args.controller,
     )
-    columns = result.per_episode()
-    _print_episodes(args, "mean", result.returns, [(name, values) for name, values in columns.items()], {})
+    _print_episodes(args, "mean", result.returns, list(result.per_episode().items()), {})
     return _print_files(csv_path, video)
 
 
