@@ -423,7 +423,7 @@ def multiagent_spread_table(path: Path) -> str:
                 + ", ".join(f"{v:.1f}x" for v in per_seed)
                 + f" (median {statistics.median(per_seed):.1f}x; training clocks, evaluations included).",
             ]
-    lines += ["", f"Seeds {seeds[0]}-{seeds[-1]} (presets tuned on 0-2). " + source_line(path, data["stamp"])]
+    lines += ["", f"Seeds {seeds[0]}-{seeds[-1]} (presets tuned on seed 0). " + source_line(path, data["stamp"])]
     return "\n".join(lines)
 
 
