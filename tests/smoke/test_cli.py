@@ -1,5 +1,6 @@
 """The CLI as a user meets it: real subprocesses, exit codes and one-line errors."""
 
+import json
 import subprocess
 import sys
 
@@ -101,6 +102,13 @@ def test_train_and_eval_through_the_cli(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert f"run:    {run_dir}" in out.stdout and "curve:" in out.stdout
+    # the command left through the quick exit (cli.entry): everything it wrote is complete and readable
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "finished" and (run_dir / "curve.png").stat().st_size > 0
+    assert not list(run_dir.rglob(".*.tmp*"))
+    # start-up: from the process start to the first frame, imports included; printed beside the wall time
+    assert 0.5 < meta["startup_s"] < 120
+    assert f"(after {meta['startup_s']:.1f} s of start-up)" in out.stdout
     out = rlpilot("eval", str(run_dir), "--episodes", "3")
     assert out.returncode == 0, out.stderr
     assert "3 greedy episodes: mean" in out.stdout and (run_dir / "eval.csv").is_file()

@@ -5,6 +5,7 @@ signals, budgets, the checkpoint format, and the end of a run (meta.json, the ``
 from __future__ import annotations
 
 import math
+import os
 import signal
 import time
 from contextlib import contextmanager
@@ -55,6 +56,19 @@ def check_memory(config: Config) -> None:
         replay_frames=getattr(algo, "buffer_size", 0),
         eval_envs=config.train.eval_episodes,
     )
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux: ``/proc``; None elsewhere), so start-up counts the
+    interpreter and every import, not only what runs after rlpilot's first line."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime, clock ticks
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 2)
 
 
 def count_resume(run: Run, frames: int) -> int:

@@ -92,9 +92,20 @@ def _train(config: Config, run: Run, *, checkpoint: dict | None, show_progress: 
         torch.set_rng_state(checkpoint["torch_rng"])
         run.truncate_metrics(after_frames=progress.frames)
         run.truncate_events(after_frames=progress.frames)
-    run.update_meta(status="running", solved_at=threshold, device=str(device), resumes=resumes, **trainable.facts())
     try:
-        Loop(config, run, trainable, progress, threshold, show_progress=show_progress, verbose=verbose).run()
+        loop = Loop(config, run, trainable, progress, threshold, show_progress=show_progress, verbose=verbose)
+        # startup_s: the wait before the first frame (interpreter, imports, config, envs, networks; the
+        # loggers open at the first row they log)
+        startup = lifecycle.process_age()
+        run.update_meta(
+            status="running",
+            solved_at=threshold,
+            device=str(device),
+            resumes=resumes,
+            startup_s=startup,
+            **trainable.facts(),
+        )
+        loop.run()
     finally:
         trainable.close()
     return run
