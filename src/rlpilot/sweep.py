@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,8 +91,10 @@ def run_sweep(
     workers: int = 2,
     overrides: list[str] | None = None,
     ray: str | None = None,
+    seed_start: int = 0,
 ) -> dict:
-    """Runs the sweep on a local process pool, or on Ray (``ray``: a cluster address, or ``local``)."""
+    """Runs the sweep on a local process pool, or on Ray (``ray``: a cluster address, or ``local``); seeds
+    ``seed_start`` .. ``seed_start + seeds - 1``."""
     base = overrides or []
     grid_points = points(parse_grid(grid))
     for point in grid_points:  # validate every combination before starting anything
@@ -100,18 +103,21 @@ def run_sweep(
     jobs = [
         Job(preset, [*base, *point], seed, out / point_name(point) / f"s{seed}")
         for point in grid_points
-        for seed in range(seeds)
+        for seed in range(seed_start, seed_start + seeds)
     ]
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(
         out / "sweep.json",
-        json.dumps({"preset": preset, "seeds": seeds, "grid": grid, "overrides": base}, indent=2) + "\n",
+        json.dumps(
+            {"preset": preset, "seeds": seeds, "seed_start": seed_start, "grid": grid, "overrides": base}, indent=2
+        )
+        + "\n",
     )
     if ray is None:
         _run_local(jobs, workers, base)
     else:
         _run_ray(jobs, workers, base, ray)
-    return summarize(out, grid_points, seeds)
+    return summarize(out, grid_points, list(range(seed_start, seed_start + seeds)))
 
 
 def _report(job: Job, base: list[str], status: str) -> None:
@@ -203,10 +209,10 @@ def bootstrap(values: np.ndarray, statistic, seed: int = 0) -> tuple[float, floa
     return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
 
 
-def summarize(out: Path, grid_points: list[list[str]], seeds: int) -> dict:
+def summarize(out: Path, grid_points: list[list[str]], seeds: list[int]) -> dict:
     rows = []
     for point in grid_points:
-        runs = [load_run(out / point_name(point) / f"s{seed}") for seed in range(seeds)]
+        runs = [load_run(out / point_name(point) / f"s{seed}") for seed in seeds]
         finals = np.array([run.last_eval for run in runs if run.last_eval is not None], dtype=float)
         solved = [run for run in runs if run.solved_at_frames is not None]
         rows.append(
@@ -220,6 +226,9 @@ def summarize(out: Path, grid_points: list[list[str]], seeds: int) -> dict:
                 "solved": len(solved),
                 "frames_to_solve_median": float(np.median([r.solved_at_frames for r in solved])) if solved else None,
                 "wall_s_to_solve_median": float(np.median([r.elapsed_s for r in solved])) if solved else None,
+                # runs with train.evals_after_solved > 0: the share of the evaluations after the first solve
+                # at or above the threshold (does the greedy policy hold?), mean over the solved runs
+                "stays_solved": _mean_or_none([r.meta().get("stays_solved") for r in solved]),
             }
         )
     table = render_table(rows, seeds)
@@ -228,11 +237,21 @@ def summarize(out: Path, grid_points: list[list[str]], seeds: int) -> dict:
     from rlpilot.plot import plot_groups
 
     groups = [
-        (" ".join(point) or "(preset)", [load_run(out / point_name(point) / f"s{seed}") for seed in range(seeds)])
+        (" ".join(point) or "(preset)", [load_run(out / point_name(point) / f"s{seed}") for seed in seeds])
         for point in grid_points
     ]
-    plot_groups(groups, out / "curves.png", title=f"sweep: mean over {seeds} seeds, 95% band")
-    return {"rows": rows, "table": table}
+    plot_groups(groups, out / "curves.png", title=f"sweep: mean over {len(seeds)} seeds, 95% band")
+    revisions = {
+        (load_run(out / point_name(point) / f"s{seed}").meta().get("git_revision") or "unknown")[:12]
+        for point in grid_points
+        for seed in seeds
+    }
+    return {"rows": rows, "table": table, "revisions": sorted(revisions)}
+
+
+def _mean_or_none(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
 
 
 def _result_cells(row: dict) -> str:
@@ -247,7 +266,7 @@ def _result_cells(row: dict) -> str:
     )
 
 
-def render_table(rows: list[dict], seeds: int) -> str:
+def render_table(rows: list[dict], seeds: list[int]) -> str:
     lines = [
         "| grid point | solved | final eval mean [95% CI] | final eval IQM [95% CI] | frames to solve "
         "(median) | wall s to solve (median) |",
@@ -257,16 +276,22 @@ def render_table(rows: list[dict], seeds: int) -> str:
         lines.append(f"| {r['point']} | {_result_cells(r)} |")
     lines.append("")
     lines.append(
-        f"{seeds} seeds per grid point; intervals: percentile bootstrap over seeds "
+        f"{len(seeds)} seeds per grid point ({_seed_range(seeds)}); intervals: percentile bootstrap over seeds "
         f"({BOOTSTRAP_SAMPLES} resamples). Final eval: each run's last greedy evaluation."
     )
     return "\n".join(lines) + "\n"
+
+
+def _seed_range(seeds: list[int]) -> str:
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
 
 
 BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 BENCH_MAX_FRAMES = 500_000
+BENCH_SEED_START = 100  # benchmarks/README.md: seeds that tuned a preset (0-15 at most) never measure it
+BENCH_EVALS_AFTER_SOLVED = 5
 
 
 def bench_presets() -> list[str]:
@@ -298,23 +323,45 @@ def run_bench(
     results: str | Path | None,
     ray: str | None = None,
     presets: list[str] | None = None,
+    seed_start: int = BENCH_SEED_START,
 ) -> str:
-    """Presets (default: :func:`bench_presets`) with ``seeds`` seeds (a sweep each), one table; written
-    between markers in ``results``."""
+    """Presets (default: :func:`bench_presets`) with ``seeds`` seeds from ``seed_start`` (a sweep each), one
+    table; written between markers in ``results``. Each run goes on for ``BENCH_EVALS_AFTER_SOLVED``
+    evaluations after its first solve, so the table says whether the greedy policy holds."""
     out = Path(out)
     lines = [
         "| preset | env | budget (frames) | solved | final eval mean [95% CI] | final eval IQM [95% CI] | "
-        "frames to solve (median) | wall s to solve (median) |",
-        "|---|---|---|---|---|---|---|---|",
+        "frames to solve (median) | wall s to solve (median) | stays solved |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    load_start, revisions = os.getloadavg(), set()
     for preset in presets or bench_presets():
         config = load_config(preset)
-        row = run_sweep(preset, seeds=seeds, grid=[], out=out / preset, workers=workers, ray=ray)["rows"][0]
-        lines.append(f"| `{preset}` | {config.subject} | {config.train.total_frames:,} | {_result_cells(row)} |")
+        sweep = run_sweep(
+            preset,
+            seeds=seeds,
+            grid=[],
+            out=out / preset,
+            workers=workers,
+            ray=ray,
+            seed_start=seed_start,
+            overrides=[f"train.evals_after_solved={BENCH_EVALS_AFTER_SOLVED}"],
+        )
+        row = sweep["rows"][0]
+        stays = "-" if row["stays_solved"] is None else f"{row['stays_solved']:.2f}"
+        lines.append(
+            f"| `{preset}` | {config.subject} | {config.train.total_frames:,} | {_result_cells(row)} | {stays} |"
+        )
+        revisions.update(str(r) for r in sweep["revisions"])
+    load_end = os.getloadavg()
     table = "\n".join(lines) + (
-        f"\n\n{seeds} seeds per preset, each run stopping when solved; final eval = each run's last greedy "
-        f"evaluation; wall time measured with {workers} runs at a time. Command: "
-        f"`rlpilot bench --seeds {seeds} --workers {workers}`.\n"
+        f"\n\n{seeds} seeds per preset ({_seed_range(list(range(seed_start, seed_start + seeds)))}: no preset was "
+        f"tuned on seeds from 100); final eval = each run's last greedy evaluation; frames and wall time to the "
+        f"first solved evaluation; stays solved = the share of the {BENCH_EVALS_AFTER_SOLVED} evaluations after "
+        f"it at or above the threshold while training goes on (mean over solved seeds); wall time measured with "
+        f"{workers} runs at a time. Command: `rlpilot bench --seeds {seeds} --workers {workers}`; "
+        f"{time.strftime('%Y-%m-%d')}, rlpilot at {', '.join(sorted(revisions)) or 'unknown revision'}, load "
+        f"average {load_start[0]:.2f} at the start, {load_end[0]:.2f} at the end.\n"
     )
     atomic_write(out / "bench.md", table)
     if results is not None:

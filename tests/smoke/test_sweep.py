@@ -120,9 +120,14 @@ def test_bench_writes_its_table_between_markers(tmp_path):
     text = results.read_text()
     assert "old table" not in text and "kept" in text and "tail kept" in text and table in text
     row = next(line for line in table.splitlines() if line.startswith("| `ppo-cartpole`"))
-    runs = [load_run(tmp_path / "bench" / "ppo-cartpole" / "default" / f"s{s}") for s in range(2)]
+    # seeds from 100 (none tuned a preset), each run going on for 5 evaluations after its first solve
+    runs = [load_run(tmp_path / "bench" / "ppo-cartpole" / "default" / f"s{s}") for s in (100, 101)]
+    assert [r.meta()["seed"] for r in runs] == [100, 101] and "seeds 100-101" in table
     assert f"| {sum(r.status == 'solved' for r in runs)}/2 |" in row
     assert f"{np.mean([r.last_eval for r in runs]):.1f} [" in row
+    solved = [r for r in runs if r.solved_at_frames is not None]
+    assert solved and all(len(r.meta()["evals_after_solved"]) == 5 for r in solved)
+    assert row.endswith(f"| {np.mean([r.meta()['stays_solved'] for r in solved]):.2f} |")
 
 
 def test_bench_defaults_to_cpu_sized_control_presets():
