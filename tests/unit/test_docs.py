@@ -60,3 +60,46 @@ def test_readme_quickstart_is_the_two_commands_and_they_set_up_the_venv():
 def test_readme_test_timing_is_stated():
     readme = (ROOT / "README.md").read_text()
     assert "make test` took" in readme
+
+
+def _tables_outside_markers(text: str) -> list[list[str]]:
+    """Markdown tables (lists of their lines) outside ``<!-- generated:NAME -->`` / ``<!-- bench:start -->``
+    blocks."""
+    tables, current, inside = [], [], False
+    for line in text.splitlines():
+        if line.startswith("<!-- generated:") or line == "<!-- bench:start -->":
+            inside = True
+        elif line.startswith("<!-- /generated:") or line == "<!-- bench:end -->":
+            inside = False
+        elif line.startswith("|") and not inside:
+            current.append(line)
+            continue
+        if current:
+            tables.append(current)
+            current = []
+    return tables + ([current] if current else [])
+
+
+def test_every_result_table_is_generated():
+    """docs/results.md: every table is written by tools/gen_results.py or `rlpilot bench` from result files
+    (none typed). README.md: the only table outside markers is the preset list, and its budgets and
+    thresholds are the presets' own."""
+    assert _tables_outside_markers((ROOT / "docs" / "results.md").read_text()) == []
+    tables = _tables_outside_markers((ROOT / "README.md").read_text())
+    assert len(tables) == 1 and tables[0][0].startswith("| preset | env | budget (frames) | solved at |"), tables
+    from rlpilot.loop.lifecycle import solved_threshold
+
+    checked = 0
+    for line in tables[0][2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        names = [n.strip(" `") for n in cells[0].split("(")[0].split(",")]
+        budgets = [b.strip() for b in cells[2].split("/")]
+        for i, name in enumerate(names):
+            cfg = C.load_config(name)
+            budget = budgets[min(i, len(budgets) - 1)]
+            if budget.replace(",", "").isdigit():
+                assert int(budget.replace(",", "")) == cfg.train.total_frames, (name, budget)
+                checked += 1
+            if cells[3] != "-":  # the preset's threshold, or the env's registered one
+                assert float(cells[3]) == solved_threshold(cfg), (name, cells[3])
+    assert checked >= 20
