@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.rlpilot-installed
 DEMO_RUN := runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: demo test test-all lint bench venv clean bench-marl-venv
+.PHONY: demo test test-all lint bench venv clean bench-marl-venv bench-sbx-venv
 
 venv: $(STAMP)
 
@@ -52,3 +52,14 @@ bench-marl-venv:
 	.venv-benchmarl/bin/python -m pip install -q $$(ls /opt/wheels/torch-2.13.0+cpu-*.whl 2>/dev/null || echo torch==2.13.0)
 	.venv-benchmarl/bin/python -m pip install -q "torch==$$(.venv-benchmarl/bin/python -c 'import torch; print(torch.__version__)')" \
 		benchmarl==1.5.2 pettingzoo==1.27.0 mpe2==1.1.1
+
+# SBX (Stable-Baselines3 in JAX), a speed peer of benchmarks/time_to_solve.py (--sbx-python, default this
+# venv): JAX on the CPU in its own virtualenv, never rlpilot's .venv; torch 2.13 for SB3's buffers (this
+# machine's local CPU wheel when present). JAX's parts and tfp-nightly (SBX's distributions) pinned to the
+# versions the benchmark ran with; gymnasium and numpy as in .venv.
+bench-sbx-venv:
+	test -x .venv-sbx/bin/python || $(PYTHON) -m venv .venv-sbx
+	.venv-sbx/bin/python -m pip install -q $$(ls /opt/wheels/torch-2.13.0+cpu-*.whl 2>/dev/null || echo torch==2.13.0)
+	.venv-sbx/bin/python -m pip install -q "torch==$$(.venv-sbx/bin/python -c 'import torch; print(torch.__version__)')" \
+		stable-baselines3==2.9.2 sbx-rl==0.28.0 "jax[cpu]==0.10.2" jaxlib==0.10.2 flax==0.12.8 optax==0.2.8 \
+		tfp-nightly==0.26.0.dev20261027 gymnasium==1.4.0 numpy==2.4.6

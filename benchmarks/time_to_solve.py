@@ -1,7 +1,15 @@
 """Time to solve: rlpilot against Stable-Baselines3 with RL Zoo's tuned hyperparameters, paired per seed.
 
 Tasks (RL Zoo's budgets): PPO and DQN on CartPole-v1 (solved: greedy mean >= 475), SAC and TD3 on
-Pendulum-v1 (solved: greedy mean >= -200). Two arms for every task (benchmarks/README.md):
+Pendulum-v1 (solved: greedy mean >= -200). Peers, all with the Zoo's hyperparameters (``--peers``):
+
+- ``sb3``: Stable-Baselines3 2.9.2 (PyTorch), the reference: the Zoo's settings were tuned on it;
+- ``sbx``: SBX 0.28.0, Stable-Baselines3 in JAX (``worker_sbx``), in its own virtualenv: ``make
+  bench-sbx-venv`` builds .venv-sbx (``--sbx-python``); its rows are skipped when that is missing;
+- ``cleanrl``: single-file PyTorch PPO and DQN in CleanRL's style (benchmarks/peers/cleanrl_*.py; PPO and
+  DQN only).
+
+Two arms for every task (benchmarks/README.md):
 
 - ``preset``: rlpilot's preset against SB3 with the Zoo's settings: what a user of each gets;
 - ``same``: rlpilot run with the Zoo's exact hyperparameters, network and env count (``SAME_SETTINGS``),
@@ -13,8 +21,12 @@ frames, evaluation time counted, evaluated AFTER the update that follows the fra
 start at 100: no preset was tuned on them (tuning seeds are listed in each preset's header). Each run is
 its own child process, one after another (never two at once), on one torch thread; the training clock
 runs from the start of training to the solved evaluation, the process clock from the command to exit.
-Per seed, ratio = SB3 time / rlpilot time (above 1: rlpilot is faster); reported as the median over the
-seeds both solved, with a 95% percentile-bootstrap interval.
+rlpilot's rows run its CLI (``python -m rlpilot.cli train PRESET --set ...``), so their whole process is
+what a user of the command waits for: imports, training, the curve, doctor's lines, exit (the CLI skips
+Python's module teardown, ~0.5-1.5 s here: ``rlpilot.cli.entry``); the peers' rows run their library
+from a script, as their users do, and exit normally.
+Per seed, ratio = peer time / rlpilot time (above 1: rlpilot is faster); reported as the median over the
+seeds both solved, with a 95% percentile-bootstrap interval, for every rlpilot arm against every peer.
 
     python benchmarks/time_to_solve.py --algos ppo,dqn --seeds 10 --out benchmarks/results/FILE.txt
 """
@@ -178,20 +190,16 @@ TASKS = {
 }
 
 
-def worker_rlpilot(
-    preset: str,
+def rlpilot_settings(
     seed: int,
     eval_every: int,
     budget: int,
     episodes: int,
     *,
-    threshold: float = THRESHOLD,
+    threshold: float,
     max_seconds: float | None = None,
     overrides: tuple[str, ...] = (),
-) -> dict:
-    from rlpilot.config import load_config
-    from rlpilot.loop.trainer import train
-
+) -> list[str]:
     settings = [
         *overrides,
         f"train.seed={seed}",
@@ -203,22 +211,69 @@ def worker_rlpilot(
     ]
     if max_seconds is not None:
         settings.append(f"train.max_seconds={max_seconds}")
-    config = load_config(preset, overrides=settings)
-    result = train(config, run_root="runs/bench", show_progress=False)
+    return settings
+
+
+def run_result(meta: dict, path: str) -> dict:
+    """A finished run's ``meta.json`` as a benchmark result."""
     return {
-        "solved": result.status == "solved",
-        "frames": result.solved_at_frames or result.frames,
-        "train_s": result.elapsed_s,
-        "last_eval": result.last_eval,
-        "run": str(result.path),
+        "solved": meta["status"] == "solved",
+        "frames": meta.get("solved_at_frames") or meta["frames"],
+        "train_s": meta["elapsed_s"],
+        "startup_s": meta.get("startup_s"),
+        "last_eval": meta.get("last_eval"),
+        "run": path,
     }
 
 
-def make_sb3(algo: str, seed: int, *, env_id: str = "CartPole-v1", hyperparams: dict | None = None):
-    """SB3 PPO, DQN, SAC or TD3 with RL Zoo's hyperparameters (``hyperparams``; default: the CartPole ones)."""
-    from stable_baselines3 import DQN, PPO, SAC, TD3
+def worker_rlpilot(
+    preset: str,
+    seed: int,
+    eval_every: int,
+    budget: int,
+    episodes: int,
+    *,
+    threshold: float = THRESHOLD,
+    max_seconds: float | None = None,
+    overrides: tuple[str, ...] = (),
+) -> dict:
+    """rlpilot through its Python API in this process (lunarlander.py's runs)."""
+    from rlpilot.config import load_config
+    from rlpilot.loop.trainer import train
+
+    settings = rlpilot_settings(
+        seed, eval_every, budget, episodes, threshold=threshold, max_seconds=max_seconds, overrides=overrides
+    )
+    result = train(load_config(preset, overrides=settings), run_root="runs/bench", show_progress=False)
+    return run_result(result.meta(), str(result.path))
+
+
+def rlpilot_cli(task: Task, arm: str, seed: int, args) -> tuple[list[str], Path]:
+    """The command a user types, ``rlpilot train PRESET --set ...`` (as ``python -m rlpilot.cli``, the
+    same entry point), and the run directory it writes: the whole process is the user's whole wait."""
+    overrides = tuple(SAME_SETTINGS[task.algo]) if arm == "same" else ()
+    settings = rlpilot_settings(
+        seed, args.eval_every, args.budget, args.episodes, threshold=task.threshold, overrides=overrides
+    )
+    run_dir = Path("runs/bench") / f"{task.preset}-{arm}-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    command = [sys.executable, "-m", "rlpilot.cli", "train", task.preset, "--run-dir", str(run_dir), "-q"]
+    for setting in settings:
+        command += ["--set", setting]
+    return command, run_dir
+
+
+def make_sb3(
+    algo: str, seed: int, *, env_id: str = "CartPole-v1", hyperparams: dict | None = None, library: str = "sb3"
+):
+    """SB3 PPO, DQN, SAC or TD3 with RL Zoo's hyperparameters (``hyperparams``; default: the CartPole ones);
+    ``library="sbx"``: SBX's class of the same name, with the same keys (see ``worker_sbx``)."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import LinearSchedule
+
+    if library == "sbx":
+        from sbx import DQN, PPO, SAC, TD3
+    else:
+        from stable_baselines3 import DQN, PPO, SAC, TD3
 
     if algo == "ppo":
         hp = dict(hyperparams or SB3_PPO_ZOO)
@@ -226,10 +281,18 @@ def make_sb3(algo: str, seed: int, *, env_id: str = "CartPole-v1", hyperparams: 
         if hp.pop("schedule", "constant") == "linear":
             hp["learning_rate"] = LinearSchedule(hp["learning_rate"], 0.0, 1.0)
             hp["clip_range"] = LinearSchedule(hp["clip_range"], 0.0, 1.0)
+        if library == "sbx":
+            # SB3's MlpPolicy initialises its last policy layer orthogonally with gain 0.01 (a near-uniform
+            # first policy); SBX does that with ortho_init=True (its hidden layers keep Flax's default init)
+            hp["policy_kwargs"] = {"ortho_init": True, **hp.get("policy_kwargs", {})}
         return PPO("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **hp)
     env = make_vec_env(env_id, n_envs=1, seed=seed)
     if algo == "dqn":
-        return DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **(hyperparams or SB3_DQN_ZOO))
+        hp = dict(hyperparams or SB3_DQN_ZOO)
+        if library == "sbx":
+            # SB3's DQN clips the gradient norm at 10 (max_grad_norm); SBX's DQN has no such parameter
+            hp["policy_kwargs"] = {"optimizer_class": _adam_clipped_10, **hp.get("policy_kwargs", {})}
+        return DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **hp)
     if algo == "sac":
         return SAC("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **(hyperparams or SB3_SAC_ZOO))
     from stable_baselines3.common.noise import NormalActionNoise
@@ -240,31 +303,24 @@ def make_sb3(algo: str, seed: int, *, env_id: str = "CartPole-v1", hyperparams: 
     return TD3("MlpPolicy", env, seed=seed, verbose=0, device="cpu", action_noise=noise, **hp)
 
 
-def worker_sb3(
-    algo: str,
-    seed: int,
-    eval_every: int,
-    budget: int,
-    episodes: int,
-    *,
-    env_id: str = "CartPole-v1",
-    hyperparams: dict | None = None,
-    threshold: float = THRESHOLD,
-    max_seconds: float | None = None,
+def _adam_clipped_10(learning_rate, **kwargs):
+    """SBX DQN's optimizer: Adam after clipping the global gradient norm at 10, as SB3's DQN."""
+    import optax
+
+    return optax.chain(optax.clip_by_global_norm(10.0), optax.adam(learning_rate, **kwargs))
+
+
+def learn_until_solved(
+    model, eval_env, eval_every: int, budget: int, episodes: int, threshold: float, max_seconds: float | None
 ) -> dict:
-    """SB3 learning until its greedy evaluation reaches ``threshold``, the budget, or ``max_seconds``.
+    """``model`` (SB3's API: an SB3 or SBX algorithm) learning until its greedy evaluation on ``eval_env``
+    reaches ``threshold``, the budget, or ``max_seconds``.
 
     Evaluations run in ``_on_rollout_start``: after ``train()`` has used the frames collected so far (the
     same point rlpilot evaluates at, after ``learn``). ``_on_step`` runs before the update of the frames
     it counts, which would judge a policy one update behind."""
-    import torch
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
-
-    torch.set_num_threads(1)  # as rlpilot; small MLPs run fastest on one thread here
-    model = make_sb3(algo, seed, env_id=env_id, hyperparams=hyperparams)
-    eval_env = make_vec_env(env_id, n_envs=episodes, seed=seed + 10_000)
 
     class EvalAfterUpdate(BaseCallback):
         def __init__(self):
@@ -301,8 +357,100 @@ def worker_sb3(
     }
 
 
+def worker_sb3(
+    algo: str,
+    seed: int,
+    eval_every: int,
+    budget: int,
+    episodes: int,
+    *,
+    env_id: str = "CartPole-v1",
+    hyperparams: dict | None = None,
+    threshold: float = THRESHOLD,
+    max_seconds: float | None = None,
+) -> dict:
+    """SB3 learning until its greedy evaluation reaches ``threshold``, the budget, or ``max_seconds``
+    (``learn_until_solved``)."""
+    import torch
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)  # as rlpilot; small MLPs run fastest on one thread here
+    model = make_sb3(algo, seed, env_id=env_id, hyperparams=hyperparams)
+    eval_env = make_vec_env(env_id, n_envs=episodes, seed=seed + 10_000)
+    return learn_until_solved(model, eval_env, eval_every, budget, episodes, threshold, max_seconds)
+
+
+# JAX on the CPU, one thread: set before jax is imported. JAX_PLATFORMS=cpu; NPROC=1 sizes the intra-op
+# thread pool of XLA's CPU client (jaxlib 0.10.2: without it a jitted matmul runs on both cores, CPU time
+# ~1.8x wall time; with it, 1.0x). --xla_cpu_multi_thread_eigen=false, the usual recipe, made no
+# measurable difference alone; "intra_op_parallelism_threads=1" of older recipes is no XLA flag (ignored).
+JAX_ONE_CPU_THREAD = {"JAX_PLATFORMS": "cpu", "NPROC": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+
+
+def worker_sbx(
+    algo: str,
+    seed: int,
+    eval_every: int,
+    budget: int,
+    episodes: int,
+    *,
+    env_id: str = "CartPole-v1",
+    hyperparams: dict | None = None,
+    threshold: float = THRESHOLD,
+    max_seconds: float | None = None,
+) -> dict:
+    """SBX (Stable-Baselines3 in JAX) with the same Zoo keys, evaluation and clocks as ``worker_sb3``; runs
+    under .venv-sbx's interpreter. Each Zoo key maps to SBX's parameter of the same name (SBX's classes
+    take SB3's signature): PPO's linear schedules are SB3's ``LinearSchedule`` callables, which SBX applies
+    (the learning rate through ``optax.inject_hyperparams``, the clip range per ``train()``); 64-64 tanh
+    actor and critic are SBX PPO's defaults; DQN's ``net_arch=[256, 256]`` gives SBX's two-layer ReLU
+    QNetwork 256 units; SAC's 256-256 ReLU and TD3's ``[400, 300]`` ReLU are set as in SB3. Where SBX's
+    defaults differ from SB3's for a key the Zoo leaves unset, ``make_sb3`` sets SB3's where SBX can: the
+    PPO policy head's small orthogonal init, DQN's gradient clipping at 10.
+
+    JAX compiles each jitted function on its first call (action selection, each update, the batch-of-20
+    evaluation): that happens inside ``learn`` and the evaluations, so it counts in the training clock,
+    what a user waits. Building the model (Flax's parameter init) is outside it, as SB3's model
+    construction is; the process clock counts everything, importing JAX included."""
+    import os
+
+    for key, value in JAX_ONE_CPU_THREAD.items():
+        if key == "XLA_FLAGS":
+            flags = os.environ.get(key, "")
+            os.environ[key] = flags if value in flags else f"{flags} {value}".strip()
+        else:
+            os.environ.setdefault(key, value)
+    import torch
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)  # SB3's buffers and env wrappers under SBX are still PyTorch
+    model = make_sb3(algo, seed, env_id=env_id, hyperparams=hyperparams, library="sbx")
+    eval_env = make_vec_env(env_id, n_envs=episodes, seed=seed + 10_000)
+    return learn_until_solved(model, eval_env, eval_every, budget, episodes, threshold, max_seconds)
+
+
+def worker_cleanrl(
+    algo: str, seed: int, eval_every: int, budget: int, episodes: int, *, hyperparams: dict, threshold: float
+) -> dict:
+    """benchmarks/peers/cleanrl_{algo}.py: single-file PyTorch in CleanRL's style, the Zoo's settings."""
+    import importlib
+
+    module = importlib.import_module(f"peers.cleanrl_{algo}")
+    return module.run(seed, eval_every, budget, episodes, threshold, hyperparams=hyperparams)
+
+
+CLEANRL_ALGOS = ("ppo", "dqn")
+PEERS = ("sb3", "sbx", "cleanrl")
+SBX_PYTHON = Path(__file__).resolve().parents[1] / ".venv-sbx" / "bin" / "python"  # make bench-sbx-venv
+
+
+def peer_names(algo: str, peers: tuple[str, ...] = PEERS) -> list[str]:
+    """The peer workers of a task, in running order (CleanRL-style peers exist for PPO and DQN only)."""
+    return [f"{peer}-{algo}-zoo" for peer in peers if peer != "cleanrl" or algo in CLEANRL_ALGOS]
+
+
 def workers(task: Task) -> dict:
-    return {
+    found = {
         f"rlpilot-{task.algo}-preset": partial(worker_rlpilot, task.preset, threshold=task.threshold),
         f"rlpilot-{task.algo}-same": partial(
             worker_rlpilot, task.preset, threshold=task.threshold, overrides=tuple(SAME_SETTINGS[task.algo])
@@ -310,31 +458,52 @@ def workers(task: Task) -> dict:
         f"sb3-{task.algo}-zoo": partial(
             worker_sb3, task.algo, env_id=task.env_id, hyperparams=task.sb3, threshold=task.threshold
         ),
+        f"sbx-{task.algo}-zoo": partial(
+            worker_sbx, task.algo, env_id=task.env_id, hyperparams=task.sb3, threshold=task.threshold
+        ),
     }
+    if task.algo in CLEANRL_ALGOS:
+        found[f"cleanrl-{task.algo}-zoo"] = partial(
+            worker_cleanrl, task.algo, hyperparams=task.sb3, threshold=task.threshold
+        )
+    return found
 
 
 WORKERS = {name: fn for task in TASKS.values() for name, fn in workers(task).items()}
 
 
 def run_child(
-    name: str, seed: int, args, script: str = __file__, timeout: float | None = None, extra: tuple = ()
+    name: str,
+    seed: int,
+    args,
+    script: str = __file__,
+    timeout: float | None = None,
+    extra: tuple = (),
+    python: str | None = None,
+    cli: tuple[list[str], Path] | None = None,
 ) -> dict:
-    """``script --worker name [extra...]`` in a fresh process; its last stdout line is the JSON result."""
-    cmd = [
-        sys.executable,
-        script,
-        "--worker",
-        name,
-        "--seed",
-        str(seed),
-        "--eval-every",
-        str(args.eval_every),
-        "--budget",
-        str(args.budget),
-        "--episodes",
-        str(args.episodes),
-        *extra,
-    ]
+    """``python script --worker name [extra...]`` in a fresh process (``python``: this interpreter unless
+    given, e.g. .venv-sbx's for SBX); its last stdout line is the JSON result. ``cli``: a command and the
+    run directory it writes instead (rlpilot's own CLI); the result is read from its ``meta.json``."""
+    cmd = (
+        cli[0]
+        if cli
+        else [
+            python or sys.executable,
+            script,
+            "--worker",
+            name,
+            "--seed",
+            str(seed),
+            "--eval-every",
+            str(args.eval_every),
+            "--budget",
+            str(args.budget),
+            "--episodes",
+            str(args.episodes),
+            *extra,
+        ]
+    )
     start, cpu_start = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
     process_s = time.perf_counter() - start
@@ -342,7 +511,10 @@ def run_child(
     cpu_s = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
     if out.returncode != 0:
         raise SystemExit(f"{name} seed {seed} failed:\n{out.stderr[-2000:]}")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if cli:
+        result = run_result(json.loads((cli[1] / "meta.json").read_text()), str(cli[1]))
+    else:
+        result = json.loads(out.stdout.strip().splitlines()[-1])
     result["process_s"] = process_s
     result["process_cpu_s"] = cpu_s
     return result
@@ -385,7 +557,27 @@ def summary(values: list[float]) -> str:
     return f"{statistics.median(values):8.2f}  [{min(values):.2f}-{max(values):.2f}]"
 
 
-def report(task: Task, results: dict[str, list[dict]], seeds: list[int], comparisons: dict, episodes: int) -> list[str]:
+def fastest_peer(results: dict[str, list[dict]], peers: list[str]) -> str:
+    """The peer with the lowest median training clock over the seeds it solved (fewer solved seeds: says so)."""
+    timed = {name: [r["train_s"] for r in results[name] if r["solved"]] for name in peers if name in results}
+    timed = {name: times for name, times in timed.items() if times}
+    if not timed:
+        return "fastest peer: none solved"
+    name = min(timed, key=lambda n: statistics.median(timed[n]))
+    return (
+        f"fastest peer (median training clock over the seeds it solved): {name}, "
+        f"{statistics.median(timed[name]):.2f} s, {len(timed[name])}/{len(results[name])} solved"
+    )
+
+
+def report(
+    task: Task,
+    results: dict[str, list[dict]],
+    seeds: list[int],
+    comparisons: dict,
+    episodes: int,
+    peers: list[str] | None = None,
+) -> list[str]:
     lines = [
         "",
         f"## {task.algo} on {task.env_id}: seeds {seeds[0]}-{seeds[-1]}, greedy eval of {episodes} episodes every "
@@ -402,9 +594,29 @@ def report(task: Task, results: dict[str, list[dict]], seeds: list[int], compari
             f"{summary([float(r['frames']) for r in solved]):>34}  "
             f"{statistics.median(r['process_s'] for r in runs):>16.2f}"
         )
+    if peers and len(peers) > 1:
+        lines += ["", fastest_peer(results, peers)]
     for comparison in comparisons.values():
         lines += ["", *comparison_lines(comparison)]
     return lines
+
+
+def comparison_key(arm: str, peer: str) -> str:
+    """SB3 comparisons keep their old key (the arm: result files before the other peers read the same)."""
+    return arm if peer.startswith("sb3-") else f"{arm}/{peer}"
+
+
+def interpreter_line(python: Path) -> str:
+    """The SBX interpreter, its package versions (the stamp's are this interpreter's) and JAX's settings."""
+    names = ("sbx-rl", "jax", "jaxlib", "flax", "optax", "stable-baselines3", "torch", "gymnasium", "numpy")
+    code = (
+        "import importlib.metadata as m, platform; "
+        f"print(', '.join(['python ' + platform.python_version()] + [n + ' ' + m.version(n) for n in {names!r}]))"
+    )
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
+    versions = out.stdout.strip() or f"versions unknown ({out.stderr.strip()[-200:]})"
+    flags = " ".join(f"{key}={value}" for key, value in JAX_ONE_CPU_THREAD.items())
+    return f"# sbx interpreter: {python} ({versions}); {flags}"
 
 
 def main() -> None:
@@ -413,6 +625,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=100, help="seeds no preset was tuned on start at 100")
     parser.add_argument("--arms", default="preset,same", help="comma-separated: preset, same")
+    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated: sb3, sbx, cleanrl")
+    parser.add_argument(
+        "--sbx-python",
+        help=f"interpreter with SBX installed (default: {SBX_PYTHON.relative_to(SBX_PYTHON.parents[2])} "
+        "when it exists: make bench-sbx-venv); the SBX rows are skipped without one",
+    )
     parser.add_argument("--episodes", type=int, default=20, help="greedy episodes per evaluation")
     parser.add_argument("--out", help="result file (stamped); default: print only")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -423,18 +641,38 @@ def main() -> None:
     if args.worker:
         print(json.dumps(WORKERS[args.worker](args.seed, args.eval_every, args.budget, args.episodes)))
         return
-    lines = stamp.header()
+    header = stamp.header()
+    lines = list(header)
     data: dict = {"tasks": {}}
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     arms = args.arms.split(",")
+    peers = tuple(args.peers.split(","))
+    sbx_python = Path(args.sbx_python) if args.sbx_python else SBX_PYTHON
+    if "sbx" in peers:
+        if sbx_python.exists():
+            lines.append(interpreter_line(sbx_python))
+            data["sbx_interpreter"] = lines[-1].removeprefix("# ")
+        else:
+            skip = f"SBX rows skipped: no interpreter at {sbx_python} (make bench-sbx-venv, or --sbx-python PATH)"
+            print(skip, flush=True)
+            lines.append(f"# {skip}")
+            peers = tuple(peer for peer in peers if peer != "sbx")
     for algo in args.algos.split(","):
         task = TASKS[algo]
         args.budget, args.eval_every = task.budget, task.eval_every
-        names = [*(f"rlpilot-{algo}-{arm}" for arm in arms), f"sb3-{algo}-zoo"]
+        peer_rows = peer_names(algo, peers)
+        names = [*(f"rlpilot-{algo}-{arm}" for arm in arms), *peer_rows]
         results: dict[str, list[dict]] = {name: [] for name in names}
         for seed in seeds:
             for name in names:
-                r = run_child(name, seed, args)
+                arm = name.removeprefix(f"rlpilot-{algo}-") if name.startswith("rlpilot-") else None
+                r = run_child(
+                    name,
+                    seed,
+                    args,
+                    python=str(sbx_python) if name.startswith("sbx-") else None,
+                    cli=rlpilot_cli(task, arm, seed, args) if arm else None,
+                )
                 results[name].append(r)
                 row = (
                     f"  {name:<22} seed {seed}: solved={r['solved']} frames={r['frames']:>7} "
@@ -442,8 +680,12 @@ def main() -> None:
                 )
                 print(row, flush=True)
                 lines.append(row)
-        comparisons = {arm: compare(results, f"rlpilot-{algo}-{arm}", f"sb3-{algo}-zoo", seeds) for arm in arms}
-        block = report(task, results, seeds, comparisons, args.episodes)
+        comparisons = {
+            comparison_key(arm, peer): compare(results, f"rlpilot-{algo}-{arm}", peer, seeds)
+            for arm in arms
+            for peer in peer_rows
+        }
+        block = report(task, results, seeds, comparisons, args.episodes, peer_rows)
         print("\n".join(block), flush=True)
         lines += block
         data["tasks"][algo] = {
@@ -452,13 +694,16 @@ def main() -> None:
             "budget": task.budget,
             "eval_every": task.eval_every,
             "seeds": seeds,
+            "peers": peer_rows,
             "results": results,
             "comparisons": comparisons,
         }
-    lines += ["", *stamp.footer()]
-    data["stamp"] = lines[: len(stamp.header())] + stamp.footer()
+    footer = stamp.footer()
+    lines += ["", *footer]
+    data["stamp"] = [*header, *footer]
     if args.out:
         out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("\n".join(lines) + "\n")
         out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
         print(f"written: {out} and {out.with_suffix('.json')}")

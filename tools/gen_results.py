@@ -50,34 +50,78 @@ def source_line(path: Path, stamp: list[str]) -> str:
     )
 
 
+PEER_LABELS = {"sb3": "SB3 + Zoo", "sbx": "SBX + Zoo", "cleanrl": "CleanRL-style + Zoo"}
+PEER_NOTES = {
+    "sb3": "SB3 (PyTorch)",
+    "sbx": "SBX (SB3 in JAX; JAX's compilation counted in the training clock)",
+    "cleanrl": "CleanRL-style single-file PyTorch (`benchmarks/peers/`, PPO and DQN)",
+}
+
+
+def _peer_label(peer: str) -> str:
+    return PEER_LABELS.get(peer.split("-")[0], peer)
+
+
 def time_to_solve_table(path: Path) -> str:
+    """One row per task, rlpilot arm and peer. A file with SB3 as its only peer (those before SBX and the
+    CleanRL-style peers) keeps its table without the peer column."""
     data = json.loads(path.read_text())
-    lines = [
-        "| task | arm | seeds solved by both | rlpilot train s (median) | SB3 + Zoo train s (median) | "
-        "ratio, training clock [95% CI] | ratio, whole process [95% CI] | ratio, frames [95% CI] |",
-        "|---|---|---|---|---|---|---|---|",
+    rows = [  # comparison keys: the arm for SB3 (as before the other peers), "arm/peer" for the others
+        (algo, task, key.split("/")[0], c)
+        for algo, task in data["tasks"].items()
+        for key, c in task["comparisons"].items()
     ]
-    for algo, task in data["tasks"].items():
-        peer = f"sb3-{algo}-zoo"
-        for arm, c in task["comparisons"].items():
-            ours = c["ours"]
-            solved = [
-                i for i, r in enumerate(task["results"][ours]) if r["solved"] and task["results"][peer][i]["solved"]
-            ]
-            ours_s = statistics.median(task["results"][ours][i]["train_s"] for i in solved) if solved else float("nan")
-            peer_s = statistics.median(task["results"][peer][i]["train_s"] for i in solved) if solved else float("nan")
-            cells = [
-                f"{c[key][0]:.2f}x [{c[key][1]:.2f}-{c[key][2]:.2f}]" for key in ("train_s", "process_s", "frames")
-            ]
-            lines.append(
-                f"| {algo.upper()} on {task['env_id']} | {ARM_NAMES.get(arm, arm)} | {c['both_solved']}/{c['seeds']} | "
-                f"{ours_s:.2f} | {peer_s:.2f} | {' | '.join(cells)} |"
-            )
+    only_sb3 = all(c["peer"].startswith("sb3-") for *_, c in rows)
+    columns = ["task", "arm"] + ([] if only_sb3 else ["peer"]) + ["seeds solved by both", "rlpilot train s (median)"]
+    columns += [
+        "SB3 + Zoo train s (median)" if only_sb3 else "peer train s (median)",
+        "ratio, training clock [95% CI]",
+        "ratio, whole process [95% CI]",
+        "ratio, frames [95% CI]",
+    ]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for algo, task, arm, c in rows:
+        ours, peer, results = c["ours"], c["peer"], task["results"]
+        solved = [i for i, r in enumerate(results[ours]) if r["solved"] and results[peer][i]["solved"]]
+        ours_s = statistics.median(results[ours][i]["train_s"] for i in solved) if solved else float("nan")
+        peer_s = statistics.median(results[peer][i]["train_s"] for i in solved) if solved else float("nan")
+        cells = [f"{algo.upper()} on {task['env_id']}", ARM_NAMES.get(arm, arm)]
+        cells += [] if only_sb3 else [_peer_label(peer)]
+        cells += [f"{c['both_solved']}/{c['seeds']}", f"{ours_s:.2f}", f"{peer_s:.2f}"]
+        cells += [f"{c[key][0]:.2f}x [{c[key][1]:.2f}-{c[key][2]:.2f}]" for key in ("train_s", "process_s", "frames")]
+        lines.append("| " + " | ".join(cells) + " |")
     seeds = next(iter(data["tasks"].values()))["seeds"]
+    if only_sb3:
+        lines += [
+            "",
+            f"Ratios are SB3 time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
+            f"solved, with a 95% bootstrap interval; seeds {seeds[0]}-{seeds[-1]} (no preset was tuned on them). "
+            + source_line(path, data["stamp"]),
+        ]
+        return "\n".join(lines)
+    present = {c["peer"].split("-")[0] for *_, c in rows}
+    fastest = []
+    for algo, task in data["tasks"].items():
+        peers = task.get("peers") or sorted({c["peer"] for c in task["comparisons"].values()})
+        timed = {p: [r["train_s"] for r in task["results"][p] if r["solved"]] for p in peers}
+        timed = {p: times for p, times in timed.items() if times}
+        if timed:
+            best = min(timed, key=lambda p: statistics.median(timed[p]))
+            fastest.append(
+                f"{algo.upper()}: {_peer_label(best)}, {statistics.median(timed[best]):.2f} s "
+                f"({len(timed[best])}/{len(task['results'][best])} seeds solved)"
+            )
+        else:
+            fastest.append(f"{algo.upper()}: none solved")
     lines += [
         "",
-        f"Ratios are SB3 time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
+        "Fastest peer per task (median training clock over the seeds it solved): " + "; ".join(fastest) + ".",
+        "",
+        f"Ratios are peer time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
         f"solved, with a 95% bootstrap interval; seeds {seeds[0]}-{seeds[-1]} (no preset was tuned on them). "
+        "Peers, all with RL Zoo's hyperparameters: "
+        + ", ".join(text for kind, text in PEER_NOTES.items() if kind in present)
+        + ". "
         + source_line(path, data["stamp"]),
     ]
     return "\n".join(lines)
