@@ -164,6 +164,47 @@ def stays_solved_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def startup_table(path: Path) -> str:
+    """benchmarks/startup.py: medians over rounds; the first frame against the import floors, paired."""
+    data = json.loads(path.read_text())
+    lines = [
+        "| what | ready (process start to imports done / first frame), s | whole process, s |",
+        "|---|---|---|",
+    ]
+    for name, runs in data["rows"].items():
+        ready = [r["ready_s"] for r in runs if r.get("ready_s") is not None]
+        whole = [r["process_s"] for r in runs]
+        cell = f"{statistics.median(ready):.2f} [{min(ready):.2f}-{max(ready):.2f}]" if ready else "-"
+        label = f"`rlpilot {name}`" if not name.startswith(("floor", "import", "rlpilot")) else name
+        lines.append(f"| {label} | {cell} | {statistics.median(whole):.2f} [{min(whole):.2f}-{max(whole):.2f}] |")
+    gaps = "; ".join(
+        f"first frame - {floor}: **{mid:+.2f} s** [95% CI {low:+.2f}, {high:+.2f}]"
+        for floor, (mid, low, high) in data["first_frame_minus"].items()
+    )
+    lines += [
+        "",
+        f"Medians [min-max] over {data['rounds']} rounds, each a fresh process, one at a time; paired per round: "
+        f"{gaps}. " + source_line(path, data["stamp"]),
+    ]
+    return "\n".join(lines)
+
+
+def demo_holds_table(path: Path) -> str:
+    """benchmarks/demo_holds.py: make demo's two commands per seed."""
+    data = json.loads(path.read_text())
+    lines = [
+        f"| seed | train | frames | `rlpilot eval --episodes {data['episodes']}`: mean | min | episodes at 500 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in data["rows"]:
+        lines.append(
+            f"| {r['seed']} | {r['status']} | {r['frames']:,} | {r['eval_mean']:.1f} | {r['eval_min']:.0f} | "
+            f"{r['at_500']}/{r['episodes']} |"
+        )
+    lines += ["", source_line(path, data["stamp"])]
+    return "\n".join(lines)
+
+
 def fault_soak_table(path: Path) -> str:
     data = json.loads(path.read_text())
     counts: dict[str, int] = {}
@@ -484,6 +525,8 @@ SOURCES = {
     "throughput_gpu": ("throughput-h200-*.txt", throughput_gpu_table),
     "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
     "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),
+    "startup": ("startup-*.json", startup_table),
+    "demo_holds": ("demo_holds-*.json", demo_holds_table),
 }
 
 
