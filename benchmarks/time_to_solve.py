@@ -509,8 +509,17 @@ def run_child(
     process_s = time.perf_counter() - start
     cpu_end = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds: robust to other load on the machine
     cpu_s = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
-    if out.returncode != 0:
-        raise SystemExit(f"{name} seed {seed} failed:\n{out.stderr[-2000:]}")
+    if out.returncode != 0:  # recorded, not fatal: one crashed run must not cost the whole benchmark
+        error = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+        print(f"{name} seed {seed} failed (exit {out.returncode}): {error}", file=sys.stderr, flush=True)
+        return {
+            "solved": False,
+            "frames": 0,
+            "train_s": float("nan"),
+            "process_s": process_s,
+            "process_cpu_s": cpu_s,
+            "error": error,
+        }
     if cli:
         result = run_result(json.loads((cli[1] / "meta.json").read_text()), str(cli[1]))
     else:
