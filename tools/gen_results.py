@@ -127,6 +127,54 @@ def time_to_solve_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def _median_cell(runs: list[dict] | None) -> str:
+    if not runs:
+        return "-"
+    solved = [r["train_s"] for r in runs if r["solved"]]
+    if not solved:
+        return f"none solved (0/{len(runs)})"
+    return f"{statistics.median(solved):.2f} s ({len(solved)}/{len(runs)})"
+
+
+def time_to_solve_summary(path: Path) -> str:
+    """README's short form of the time-to-solve file: one row per task, every side's median training clock,
+    rlpilot's preset against SB3 on both clocks, and which side was fastest."""
+    data = json.loads(path.read_text())
+    if not any("peers" in task for task in data["tasks"].values()):
+        return time_to_solve_table(path)  # files from before the other peers: the table as it was
+    lines = [
+        "| task | rlpilot preset | rlpilot, the Zoo's settings | SB3 | SBX | CleanRL-style | rlpilot preset vs SB3: "
+        "training clock [95% CI] | whole process [95% CI] | fastest (median training clock, every seed solved) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for algo, task in data["tasks"].items():
+        results = task["results"]
+        names = [f"rlpilot-{algo}-preset", f"rlpilot-{algo}-same", f"sb3-{algo}-zoo", f"sbx-{algo}-zoo"]
+        names.append(f"cleanrl-{algo}-zoo")
+        cells = [_median_cell(results.get(name)) for name in names]
+        c = task["comparisons"].get("preset")
+        ratios = (
+            [f"{c[k][0]:.2f}x [{c[k][1]:.2f}-{c[k][2]:.2f}]" for k in ("train_s", "process_s")] if c else ["-", "-"]
+        )
+        complete = {n: rs for n, rs in results.items() if rs and all(r["solved"] for r in rs)}
+        if complete:
+            best = min(complete, key=lambda n: statistics.median(r["train_s"] for r in complete[n]))
+            label = {"rlpilot": "rlpilot", "sb3": "SB3", "sbx": "SBX", "cleanrl": "CleanRL-style"}[best.split("-")[0]]
+            arm = {"preset": " preset", "same": ", Zoo settings"}.get(best.split("-")[-1], "")
+            fastest = f"{label}{arm}"
+        else:
+            fastest = "-"
+        lines.append(f"| {algo.upper()} on {task['env_id']} | " + " | ".join([*cells, *ratios, fastest]) + " |")
+    seeds = next(iter(data["tasks"].values()))["seeds"]
+    lines += [
+        "",
+        f"Median seconds on the training clock to the first solved greedy evaluation (seeds solved), seeds "
+        f"{seeds[0]}-{seeds[-1]}; ratios: SB3 / rlpilot per seed (above 1: rlpilot is faster). Every arm against "
+        "every peer, with intervals: docs/results.md. " + source_line(path, data["stamp"]),
+    ]
+    return "\n".join(lines)
+
+
 def update_cost_table(path: Path) -> str:
     data = json.loads(path.read_text())
     ms = data["ms"]
@@ -164,6 +212,14 @@ def stays_solved_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+STARTUP_LABELS = {
+    "floor": "floor: `import torch, tensordict, torchrl`",
+    "floor + envs": "floor + `torchrl.envs`, `torchrl.data`",
+    "import stable_baselines3": "`import stable_baselines3` (for scale)",
+    "rlpilot train ppo-cartpole": "`rlpilot train ppo-cartpole` (ready: its first frame)",
+}
+
+
 def startup_table(path: Path) -> str:
     """benchmarks/startup.py: medians over rounds; the first frame against the import floors, paired."""
     data = json.loads(path.read_text())
@@ -175,7 +231,9 @@ def startup_table(path: Path) -> str:
         ready = [r["ready_s"] for r in runs if r.get("ready_s") is not None]
         whole = [r["process_s"] for r in runs]
         cell = f"{statistics.median(ready):.2f} [{min(ready):.2f}-{max(ready):.2f}]" if ready else "-"
-        label = f"`rlpilot {name}`" if not name.startswith(("floor", "import", "rlpilot")) else name
+        label = STARTUP_LABELS.get(name) or f"`rlpilot {name.split(' (')[0]}`" + (
+            f" ({name.split(' (')[1]}" if " (" in name else " (one line, exit 2)"
+        )
         lines.append(f"| {label} | {cell} | {statistics.median(whole):.2f} [{min(whole):.2f}-{max(whole):.2f}] |")
     gaps = "; ".join(
         f"first frame - {floor}: **{mid:+.2f} s** [95% CI {low:+.2f}, {high:+.2f}]"
@@ -526,6 +584,7 @@ SOURCES = {
     "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
     "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),
     "startup": ("startup-*.json", startup_table),
+    "time_to_solve_summary": ("time_to_solve-*.json", time_to_solve_summary),
     "demo_holds": ("demo_holds-*.json", demo_holds_table),
 }
 
