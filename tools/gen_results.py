@@ -247,6 +247,31 @@ def startup_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def startup_line(path: Path) -> str:
+    """README's one line from benchmarks/startup.py."""
+    data = json.loads(path.read_text())
+    rows = data["rows"]
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in rows[name])
+
+    mid, low, high = data["first_frame_minus"]["floor"]
+    typos = [
+        r["process_s"]
+        for name, runs in rows.items()
+        if "NoSuch" in name or "ppo-cartpol " in name + " " or "abc" in name
+        for r in runs
+    ]
+    first = med("rlpilot train ppo-cartpole", "ready_s")
+    return (
+        f"Start-up: `rlpilot train ppo-cartpole` collects its first frame {first:.2f} s "
+        f"after the command (median of {data['rounds']}), {mid:+.2f} s [95% CI {low:+.2f}, {high:+.2f}] over the "
+        f"`import torch, tensordict, torchrl` floor ({med('floor', 'ready_s'):.2f} s); a typo in a preset, a setting "
+        f"or an env id is one line in {min(typos):.2f}-{max(typos):.2f} s (`python benchmarks/startup.py`; "
+        "[docs/results.md](docs/results.md#start-up-the-wait-before-the-first-frame))."
+    )
+
+
 def demo_holds_table(path: Path) -> str:
     """benchmarks/demo_holds.py: make demo's two commands per seed."""
     data = json.loads(path.read_text())
@@ -584,6 +609,7 @@ SOURCES = {
     "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
     "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),
     "startup": ("startup-*.json", startup_table),
+    "startup_line": ("startup-*.json", startup_line),
     "time_to_solve_summary": ("time_to_solve-*.json", time_to_solve_summary),
     "demo_holds": ("demo_holds-*.json", demo_holds_table),
 }
