@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=100)
     parser.add_argument("--out", help="result file (stamped; JSON beside it)")
     args = parser.parse_args()
-    lines = stamp.header()
+    header, lines = stamp.header(), []
     root = Path(tempfile.mkdtemp(prefix="rlpilot-demo-"))
     rows = []
     try:
@@ -81,14 +81,8 @@ def main() -> None:
         f"/{len(rows)}"
     )
     print(summary)
-    lines += ["", summary, "", *stamp.footer()]
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text("\n".join(lines) + "\n")
-        data = {"stamp": lines[: len(stamp.header())] + stamp.footer(), "episodes": EPISODES, "rows": rows}
-        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-        print(f"written: {out} and {out.with_suffix('.json')}")
+        stamp.write_result(args.out, header, [*lines, "", summary], {"episodes": EPISODES, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ the CPU, and the machine's load when the run started and ended."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -75,3 +76,14 @@ def header(argv: list[str] | None = None) -> list[str]:
 
 def footer() -> list[str]:
     return [f"# load at end: {load()}"]
+
+
+def write_result(out: str | Path, header: list[str], body: list[str], data: dict) -> None:
+    """The result file ``out`` (stamp header, ``body``, stamp footer) and its JSON twin beside it (``data``
+    with ``stamp``: the same header and footer lines), the folder made if needed."""
+    end = footer()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join([*header, *body, "", *end]) + "\n")
+    out.with_suffix(".json").write_text(json.dumps({**data, "stamp": [*header, *end]}, indent=1) + "\n")
+    print(f"written: {out} and {out.with_suffix('.json')}")

@@ -108,7 +108,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=100)
     parser.add_argument("--out", help="result file (stamped, JSON beside it); default: print only")
     args = parser.parse_args()
-    lines = stamp.header()
+    header = stamp.header()
     rows: dict[str, list[dict]] = {name: [] for name in [*IMPORTS, "rlpilot train ppo-cartpole", *TYPOS]}
     root = Path(tempfile.mkdtemp(prefix="rlpilot-startup-"))
     try:
@@ -151,19 +151,9 @@ def main() -> None:
         report.append(f"first frame - {floor}: median {mid:+.2f} s [95% CI {low:+.2f}, {high:+.2f}] (paired per round)")
     report += ["", "typo lines:", *(f"  rlpilot {' '.join(TYPOS[n])}: {rows[n][0]['line']}" for n in TYPOS)]
     print("\n".join(report))
-    lines += [*report, "", *stamp.footer()]
     if args.out:
-        out = Path(args.out)
-        out.write_text("\n".join(lines) + "\n")
-        data = {
-            "stamp": lines[: len(stamp.header())] + stamp.footer(),
-            "rounds": args.rounds,
-            "rows": rows,
-            "summary": summary,
-            "first_frame_minus": gaps,
-        }
-        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-        print(f"written: {out} and {out.with_suffix('.json')}")
+        data = {"rounds": args.rounds, "rows": rows, "summary": summary, "first_frame_minus": gaps}
+        stamp.write_result(args.out, header, report, data)
 
 
 if __name__ == "__main__":

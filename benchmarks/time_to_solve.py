@@ -4,7 +4,7 @@ Tasks (RL Zoo's budgets): PPO and DQN on CartPole-v1 (solved: greedy mean >= 475
 Pendulum-v1 (solved: greedy mean >= -200). Peers, all with the Zoo's hyperparameters (``--peers``):
 
 - ``sb3``: Stable-Baselines3 2.9.2 (PyTorch), the reference: the Zoo's settings were tuned on it;
-- ``sbx``: SBX 0.28.0, Stable-Baselines3 in JAX (``worker_sbx``), in its own virtualenv: ``make
+- ``sbx``: SBX 0.28.0, Stable-Baselines3 in JAX (``worker_sb3`` with ``library="sbx"``), in its own virtualenv: ``make
   bench-sbx-venv`` builds .venv-sbx (``--sbx-python``); its rows are skipped when that is missing;
 - ``cleanrl``: single-file PyTorch PPO and DQN in CleanRL's style (benchmarks/peers/cleanrl_*.py; PPO and
   DQN only).
@@ -266,7 +266,7 @@ def make_sb3(
     algo: str, seed: int, *, env_id: str = "CartPole-v1", hyperparams: dict | None = None, library: str = "sb3"
 ):
     """SB3 PPO, DQN, SAC or TD3 with RL Zoo's hyperparameters (``hyperparams``; default: the CartPole ones);
-    ``library="sbx"``: SBX's class of the same name, with the same keys (see ``worker_sbx``)."""
+    ``library="sbx"``: SBX's class of the same name, with the same keys (see ``worker_sb3``)."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import LinearSchedule
 
@@ -357,6 +357,13 @@ def learn_until_solved(
     }
 
 
+# JAX on the CPU, one thread: set before jax is imported. JAX_PLATFORMS=cpu; NPROC=1 sizes the intra-op
+# thread pool of XLA's CPU client (jaxlib 0.10.2: without it a jitted matmul runs on both cores, CPU time
+# ~1.8x wall time; with it, 1.0x). --xla_cpu_multi_thread_eigen=false, the usual recipe, made no
+# measurable difference alone; "intra_op_parallelism_threads=1" of older recipes is no XLA flag (ignored).
+JAX_ONE_CPU_THREAD = {"JAX_PLATFORMS": "cpu", "NPROC": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+
+
 def worker_sb3(
     algo: str,
     seed: int,
@@ -368,39 +375,13 @@ def worker_sb3(
     hyperparams: dict | None = None,
     threshold: float = THRESHOLD,
     max_seconds: float | None = None,
+    library: str = "sb3",
 ) -> dict:
-    """SB3 learning until its greedy evaluation reaches ``threshold``, the budget, or ``max_seconds``
-    (``learn_until_solved``)."""
-    import torch
-    from stable_baselines3.common.env_util import make_vec_env
+    """SB3 (or, ``library="sbx"``, SBX) learning until its greedy evaluation reaches ``threshold``, the budget,
+    or ``max_seconds`` (``learn_until_solved``).
 
-    torch.set_num_threads(1)  # as rlpilot; small MLPs run fastest on one thread here
-    model = make_sb3(algo, seed, env_id=env_id, hyperparams=hyperparams)
-    eval_env = make_vec_env(env_id, n_envs=episodes, seed=seed + 10_000)
-    return learn_until_solved(model, eval_env, eval_every, budget, episodes, threshold, max_seconds)
-
-
-# JAX on the CPU, one thread: set before jax is imported. JAX_PLATFORMS=cpu; NPROC=1 sizes the intra-op
-# thread pool of XLA's CPU client (jaxlib 0.10.2: without it a jitted matmul runs on both cores, CPU time
-# ~1.8x wall time; with it, 1.0x). --xla_cpu_multi_thread_eigen=false, the usual recipe, made no
-# measurable difference alone; "intra_op_parallelism_threads=1" of older recipes is no XLA flag (ignored).
-JAX_ONE_CPU_THREAD = {"JAX_PLATFORMS": "cpu", "NPROC": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
-
-
-def worker_sbx(
-    algo: str,
-    seed: int,
-    eval_every: int,
-    budget: int,
-    episodes: int,
-    *,
-    env_id: str = "CartPole-v1",
-    hyperparams: dict | None = None,
-    threshold: float = THRESHOLD,
-    max_seconds: float | None = None,
-) -> dict:
-    """SBX (Stable-Baselines3 in JAX) with the same Zoo keys, evaluation and clocks as ``worker_sb3``; runs
-    under .venv-sbx's interpreter. Each Zoo key maps to SBX's parameter of the same name (SBX's classes
+    SBX is Stable-Baselines3 in JAX, with the same Zoo keys, evaluation and clocks; it runs under
+    .venv-sbx's interpreter. Each Zoo key maps to SBX's parameter of the same name (SBX's classes
     take SB3's signature): PPO's linear schedules are SB3's ``LinearSchedule`` callables, which SBX applies
     (the learning rate through ``optax.inject_hyperparams``, the clip range per ``train()``); 64-64 tanh
     actor and critic are SBX PPO's defaults; DQN's ``net_arch=[256, 256]`` gives SBX's two-layer ReLU
@@ -412,19 +393,20 @@ def worker_sbx(
     evaluation): that happens inside ``learn`` and the evaluations, so it counts in the training clock,
     what a user waits. Building the model (Flax's parameter init) is outside it, as SB3's model
     construction is; the process clock counts everything, importing JAX included."""
-    import os
+    if library == "sbx":
+        import os
 
-    for key, value in JAX_ONE_CPU_THREAD.items():
-        if key == "XLA_FLAGS":
-            flags = os.environ.get(key, "")
-            os.environ[key] = flags if value in flags else f"{flags} {value}".strip()
-        else:
-            os.environ.setdefault(key, value)
+        for key, value in JAX_ONE_CPU_THREAD.items():  # before jax is imported
+            if key == "XLA_FLAGS":
+                flags = os.environ.get(key, "")
+                os.environ[key] = flags if value in flags else f"{flags} {value}".strip()
+            else:
+                os.environ.setdefault(key, value)
     import torch
     from stable_baselines3.common.env_util import make_vec_env
 
-    torch.set_num_threads(1)  # SB3's buffers and env wrappers under SBX are still PyTorch
-    model = make_sb3(algo, seed, env_id=env_id, hyperparams=hyperparams, library="sbx")
+    torch.set_num_threads(1)  # as rlpilot; small MLPs run fastest on one thread (SBX's buffers are PyTorch too)
+    model = make_sb3(algo, seed, env_id=env_id, hyperparams=hyperparams, library=library)
     eval_env = make_vec_env(env_id, n_envs=episodes, seed=seed + 10_000)
     return learn_until_solved(model, eval_env, eval_every, budget, episodes, threshold, max_seconds)
 
@@ -450,17 +432,12 @@ def peer_names(algo: str, peers: tuple[str, ...] = PEERS) -> list[str]:
 
 
 def workers(task: Task) -> dict:
+    # the peers' workers (``--worker NAME`` in a child process); rlpilot's rows run its CLI (``rlpilot_cli``)
     found = {
-        f"rlpilot-{task.algo}-preset": partial(worker_rlpilot, task.preset, threshold=task.threshold),
-        f"rlpilot-{task.algo}-same": partial(
-            worker_rlpilot, task.preset, threshold=task.threshold, overrides=tuple(SAME_SETTINGS[task.algo])
-        ),
-        f"sb3-{task.algo}-zoo": partial(
-            worker_sb3, task.algo, env_id=task.env_id, hyperparams=task.sb3, threshold=task.threshold
-        ),
-        f"sbx-{task.algo}-zoo": partial(
-            worker_sbx, task.algo, env_id=task.env_id, hyperparams=task.sb3, threshold=task.threshold
-        ),
+        f"{library}-{task.algo}-zoo": partial(
+            worker_sb3, task.algo, env_id=task.env_id, hyperparams=task.sb3, threshold=task.threshold, library=library
+        )
+        for library in ("sb3", "sbx")
     }
     if task.algo in CLEANRL_ALGOS:
         found[f"cleanrl-{task.algo}-zoo"] = partial(
@@ -707,15 +684,8 @@ def main() -> None:
             "results": results,
             "comparisons": comparisons,
         }
-    footer = stamp.footer()
-    lines += ["", *footer]
-    data["stamp"] = [*header, *footer]
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text("\n".join(lines) + "\n")
-        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-        print(f"written: {out} and {out.with_suffix('.json')}")
+        stamp.write_result(args.out, header, lines[len(header) :], data)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,17 @@ PEER_NOTES = {
 }
 
 
+def _fastest(results: dict[str, list[dict]], *, every_seed: bool) -> str | None:
+    """The side with the lowest median training clock over the seeds it solved; ``every_seed``: only sides
+    that solved every seed compete. None when no side qualifies."""
+    timed = {
+        name: [r["train_s"] for r in runs if r["solved"]]
+        for name, runs in results.items()
+        if runs and any(r["solved"] for r in runs) and (not every_seed or all(r["solved"] for r in runs))
+    }
+    return min(timed, key=lambda name: statistics.median(timed[name])) if timed else None
+
+
 def _peer_label(peer: str) -> str:
     return PEER_LABELS.get(peer.split("-")[0], peer)
 
@@ -103,13 +114,12 @@ def time_to_solve_table(path: Path) -> str:
     fastest = []
     for algo, task in data["tasks"].items():
         peers = task.get("peers") or sorted({c["peer"] for c in task["comparisons"].values()})
-        timed = {p: [r["train_s"] for r in task["results"][p] if r["solved"]] for p in peers}
-        timed = {p: times for p, times in timed.items() if times}
-        if timed:
-            best = min(timed, key=lambda p: statistics.median(timed[p]))
+        best = _fastest({p: task["results"][p] for p in peers}, every_seed=False)
+        if best:
+            times = [r["train_s"] for r in task["results"][best] if r["solved"]]
             fastest.append(
-                f"{algo.upper()}: {_peer_label(best)}, {statistics.median(timed[best]):.2f} s "
-                f"({len(timed[best])}/{len(task['results'][best])} seeds solved)"
+                f"{algo.upper()}: {_peer_label(best)}, {statistics.median(times):.2f} s "
+                f"({len(times)}/{len(task['results'][best])} seeds solved)"
             )
         else:
             fastest.append(f"{algo.upper()}: none solved")
@@ -156,14 +166,11 @@ def time_to_solve_summary(path: Path) -> str:
         ratios = (
             [f"{c[k][0]:.2f}x [{c[k][1]:.2f}-{c[k][2]:.2f}]" for k in ("train_s", "process_s")] if c else ["-", "-"]
         )
-        complete = {n: rs for n, rs in results.items() if rs and all(r["solved"] for r in rs)}
-        if complete:
-            best = min(complete, key=lambda n: statistics.median(r["train_s"] for r in complete[n]))
+        best = _fastest(results, every_seed=True)
+        fastest = "-"
+        if best:
             label = {"rlpilot": "rlpilot", "sb3": "SB3", "sbx": "SBX", "cleanrl": "CleanRL-style"}[best.split("-")[0]]
-            arm = {"preset": " preset", "same": ", Zoo settings"}.get(best.split("-")[-1], "")
-            fastest = f"{label}{arm}"
-        else:
-            fastest = "-"
+            fastest = label + {"preset": " preset", "same": ", Zoo settings"}.get(best.split("-")[-1], "")
         lines.append(f"| {algo.upper()} on {task['env_id']} | " + " | ".join([*cells, *ratios, fastest]) + " |")
     seeds = next(iter(data["tasks"].values()))["seeds"]
     lines += [
@@ -256,12 +263,7 @@ def startup_line(path: Path) -> str:
         return statistics.median(r[key] for r in rows[name])
 
     mid, low, high = data["first_frame_minus"]["floor"]
-    typos = [
-        r["process_s"]
-        for name, runs in rows.items()
-        if "NoSuch" in name or "ppo-cartpol " in name + " " or "abc" in name
-        for r in runs
-    ]
+    typos = [r["process_s"] for runs in rows.values() if "line" in runs[0] for r in runs]  # the one-line errors
     first = med("rlpilot train ppo-cartpole", "ready_s")
     return (
         f"Start-up: `rlpilot train ppo-cartpole` collects its first frame {first:.2f} s "

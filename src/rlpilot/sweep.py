@@ -210,14 +210,17 @@ def bootstrap(values: np.ndarray, statistic, seed: int = 0) -> tuple[float, floa
 
 
 def summarize(out: Path, grid_points: list[list[str]], seeds: list[int]) -> dict:
+    groups = [
+        (" ".join(point) or "(preset)", [load_run(out / point_name(point) / f"s{seed}") for seed in seeds])
+        for point in grid_points
+    ]  # each run directory read once, for the rows, the figure and the revisions
     rows = []
-    for point in grid_points:
-        runs = [load_run(out / point_name(point) / f"s{seed}") for seed in seeds]
+    for name, runs in groups:
         finals = np.array([run.last_eval for run in runs if run.last_eval is not None], dtype=float)
         solved = [run for run in runs if run.solved_at_frames is not None]
         rows.append(
             {
-                "point": " ".join(point) or "(preset)",
+                "point": name,
                 "runs": len(runs),
                 "final_mean": float(finals.mean()) if len(finals) else float("nan"),
                 "final_mean_ci": bootstrap(finals, np.mean),
@@ -236,16 +239,8 @@ def summarize(out: Path, grid_points: list[list[str]], seeds: list[int]) -> dict
     atomic_write(out / "summary.json", json.dumps(rows, indent=2) + "\n")
     from rlpilot.plot import plot_groups
 
-    groups = [
-        (" ".join(point) or "(preset)", [load_run(out / point_name(point) / f"s{seed}") for seed in seeds])
-        for point in grid_points
-    ]
     plot_groups(groups, out / "curves.png", title=f"sweep: mean over {len(seeds)} seeds, 95% band")
-    revisions = {
-        (load_run(out / point_name(point) / f"s{seed}").meta().get("git_revision") or "unknown")[:12]
-        for point in grid_points
-        for seed in seeds
-    }
+    revisions = {(run.meta().get("git_revision") or "unknown")[:12] for _, runs in groups for run in runs}
     return {"rows": rows, "table": table, "revisions": sorted(revisions)}
 
 
@@ -352,7 +347,7 @@ def run_bench(
         lines.append(
             f"| `{preset}` | {config.subject} | {config.train.total_frames:,} | {_result_cells(row)} | {stays} |"
         )
-        revisions.update(str(r) for r in sweep["revisions"])
+        revisions.update(sweep["revisions"])
     load_end = os.getloadavg()
     table = "\n".join(lines) + (
         f"\n\n{seeds} seeds per preset ({_seed_range(list(range(seed_start, seed_start + seeds)))}: no preset was "
