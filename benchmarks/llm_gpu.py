@@ -12,22 +12,28 @@ each of ``--prompts`` prompts, reward them, score with the policy and a frozen r
 with the KL penalty, Adam step. A random model almost never emits end-of-sequence, so every response is
 ``--max-new-tokens`` long: the numbers are for full-length responses. The reward (share of response tokens
 from the lower half of the vocabulary) only exists to give non-zero advantages.
-Prints one JSON object and writes it to ``DIR/llm_gpu.json``.
+Prints one JSON object and writes it to ``DIR/llm_gpu.json``, stamped (commit, versions, command, CPU, load;
+benchmarks/README.md); on CPU it also records the process's peak resident memory.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-from rlpilot.config import Config
-from rlpilot.llm.grpo import GRPOLearner, frozen_copy
-from rlpilot.llm.model import qwen2_config
-from rlpilot.llm.tasks import Task, split_answer
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stamp  # noqa: E402
+
+from rlpilot.config import Config  # noqa: E402
+from rlpilot.llm.grpo import GRPOLearner, frozen_copy  # noqa: E402
+from rlpilot.llm.model import qwen2_config  # noqa: E402
+from rlpilot.llm.tasks import Task, split_answer  # noqa: E402
 
 QWEN2_05B = {"hidden_size": 896, "layers": 24, "heads": 14, "kv_heads": 2, "intermediate_size": 4864}
 QWEN2_05B_VOCAB = 151_936
@@ -77,6 +83,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16", help="--tiny: float32")
     args = parser.parse_args()
+    header = stamp.header()
 
     device = torch.device("cpu" if args.tiny or not torch.cuda.is_available() else "cuda")
     dtype = torch.float32 if args.tiny else getattr(torch, args.dtype)
@@ -159,6 +166,9 @@ def main() -> None:
             "torchrl": __import__("torchrl").__version__,
         },
     }
+    if device.type != "cuda":
+        result["peak_resident_gib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+    result["stamp"] = [*header, *stamp.footer()]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "llm_gpu.json").write_text(json.dumps(result, indent=2) + "\n")

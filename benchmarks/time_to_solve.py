@@ -619,6 +619,11 @@ def main() -> None:
     )
     parser.add_argument("--episodes", type=int, default=20, help="greedy episodes per evaluation")
     parser.add_argument("--out", help="result file (stamped); default: print only")
+    parser.add_argument(
+        "--carry",
+        help="an earlier result file (.json): its tasks not run now are copied into --out with their own stamp "
+        "(re-measure one task without re-running the others)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--eval-every", type=int, help=argparse.SUPPRESS)
@@ -684,6 +689,13 @@ def main() -> None:
             "results": results,
             "comparisons": comparisons,
         }
+    if args.carry:
+        earlier = json.loads(Path(args.carry).read_text())
+        carried = [algo for algo in earlier["tasks"] if algo not in data["tasks"]]
+        for algo in carried:
+            data["tasks"][algo] = earlier["tasks"][algo]
+        data["carried"] = {"from": str(args.carry), "algos": carried, "stamp": earlier["stamp"]}
+        lines.append(f"# carried from {args.carry} (its own stamp in the JSON): {', '.join(carried)}")
     if args.out:
         stamp.write_result(args.out, header, lines[len(header) :], data)
 

@@ -24,6 +24,8 @@ TARGETS = (
     ROOT / "docs" / "tune.md",
     ROOT / "docs" / "robot-arm.md",
     ROOT / "docs" / "multi-agent.md",
+    ROOT / "docs" / "pixels.md",
+    ROOT / "docs" / "llm.md",
 )
 ARM_NAMES = {"preset": "preset vs preset (what a user gets)", "same": "same settings (implementation speed)"}
 
@@ -47,6 +49,19 @@ def source_line(path: Path, stamp: list[str]) -> str:
     return (
         f"Source: `{shown}` (commit {stamp_value(stamp, 'commit')[:12]}, "
         f"{stamp_value(stamp, 'date')}, load at start {load}); command: `{stamp_value(stamp, 'command')}`."
+    )
+
+
+def carried_line(data: dict) -> str:
+    """A result file that re-measured some tasks and copied the others from an earlier one says which."""
+    carried = data.get("carried")
+    if not carried or not carried["algos"]:
+        return ""
+    earlier = Path(carried["from"])
+    return (
+        f" Rows for {', '.join(a.upper() for a in carried['algos'])} copied from `{earlier.name}` "
+        f"(commit {stamp_value(carried['stamp'], 'commit')[:12]}, {stamp_value(carried['stamp'], 'date')}, "
+        f"command: `{stamp_value(carried['stamp'], 'command')}`)."
     )
 
 
@@ -132,7 +147,8 @@ def time_to_solve_table(path: Path) -> str:
         "Peers, all with RL Zoo's hyperparameters: "
         + ", ".join(text for kind, text in PEER_NOTES.items() if kind in present)
         + ". "
-        + source_line(path, data["stamp"]),
+        + source_line(path, data["stamp"])
+        + carried_line(data),
     ]
     return "\n".join(lines)
 
@@ -177,7 +193,7 @@ def time_to_solve_summary(path: Path) -> str:
         "",
         f"Median seconds on the training clock to the first solved greedy evaluation (seeds solved), seeds "
         f"{seeds[0]}-{seeds[-1]}; ratios: SB3 / rlpilot per seed (above 1: rlpilot is faster). Every arm against "
-        "every peer, with intervals: docs/results.md. " + source_line(path, data["stamp"]),
+        "every peer, with intervals: docs/results.md. " + source_line(path, data["stamp"]) + carried_line(data),
     ]
     return "\n".join(lines)
 
@@ -288,6 +304,85 @@ def demo_holds_table(path: Path) -> str:
         )
     lines += ["", source_line(path, data["stamp"])]
     return "\n".join(lines)
+
+
+def seed_runs_table(path: Path) -> str:
+    """benchmarks/seed_runs.py: one row per seed (status, first solve, first and final greedy evaluation,
+    frames and wall time of the whole run)."""
+    data = json.loads(path.read_text())
+    lines = [
+        "| seed | status | first solved at (greedy mean) | first evaluation | final evaluation | frames | wall |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in data["rows"]:
+        if r["status"] == "crashed":
+            lines.append(f"| {r['seed']} | crashed | | | | | |")
+            continue
+        evals = {p["frames"]: p["eval"] for p in r["curve"]}
+        solved = r.get("solved_at_frames")
+        solved_cell = f"{solved:,} frames ({evals[solved]:.2f})" if solved in evals else "-"
+        first = f"{r['curve'][0]['eval']:.3g} ({r['curve'][0]['frames']:,})" if r["curve"] else "-"
+        final = f"{r['curve'][-1]['eval']:.3g} ({r['curve'][-1]['frames']:,})" if r["curve"] else "-"
+        cells = [str(r["seed"]), r["status"], solved_cell, first, final, f"{r['frames']:,}", f"{r['wall_s']:.0f} s"]
+        lines.append("| " + " | ".join(cells) + " |")
+    settings = ", ".join(f"`{s}`" for s in data["settings"]) or "none"
+    lines += [
+        "",
+        f"`{data['preset']}`, {data['threads']} torch thread(s), one run at a time; overrides: {settings}. "
+        "Evaluations: (greedy mean, frames). " + source_line(path, data["stamp"]),
+    ]
+    return "\n".join(lines)
+
+
+def seed_curve_table(path: Path) -> str:
+    """benchmarks/seed_runs.py: the first seed's evaluations with the training metrics recorded beside them."""
+    data = json.loads(path.read_text())
+    run = data["rows"][0]
+    metrics = data["metrics"]
+    lines = [
+        "| frames | greedy evaluation | " + " | ".join(f"`{m}`" for m in metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for point in run["curve"]:
+        cells = ["" if point.get(m) is None else f"{point[m]:.3g}" for m in metrics]
+        lines.append(f"| {point['frames']:,} | {point['eval']:.3f} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"`{data['preset']}` seed {run['seed']}; training metrics: the last row logged at or before each evaluation. "
+        + source_line(path, data["stamp"]),
+    ]
+    return "\n".join(lines)
+
+
+def llm_cost_table(path: Path) -> str:
+    """benchmarks/llm_gpu.py, every ``llm_cost-*/llm_gpu.json``: one row per measured setting."""
+    lines = [
+        "| device | model | parameters | dtype | responses x new tokens | step (sample+score / learn) | generation "
+        "| peak memory |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    sources = []
+    for source in sorted(path.parent.parent.glob("llm_cost-*/llm_gpu.json")):
+        r = json.loads(source.read_text())
+        memory = (
+            f"{r['peak_memory_gib']:.1f} GiB GPU"
+            if r.get("peak_memory_gib") is not None
+            else f"{r['peak_resident_gib']:.1f} GiB resident"
+        )
+        step = f"{r['step_s_mean']:.2f} s ({r['sample_and_score_s_mean']:.2f} / {r['learn_s_mean']:.2f})"
+        cells = [
+            r["device"],
+            r["model"],
+            f"{r['parameters']:,}",
+            r["dtype"],
+            f"{r['prompts_per_step']} x {r['group_size']} x {r['max_new_tokens']}",
+            f"{step}, mean of {r['steps_measured']}",
+            f"{r['generation_tokens_per_s_mean']:,.0f} tokens/s",
+            memory,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+        sources.append(source_line(source, r["stamp"]))
+    return "\n".join([*lines, "", *sources])
 
 
 def fault_soak_table(path: Path) -> str:
@@ -533,7 +628,12 @@ def lunarlander_table(path: Path) -> str:
 
 
 def reacher_table(path: Path) -> str:
-    """benchmarks/robot_arm.py prints a markdown table: copied from its raw output, with the file's header."""
+    """benchmarks/robot_arm.py's table, copied from its stamped result file (older files: from the raw output
+    and the comment lines written above it)."""
+    if path.with_suffix(".json").exists():
+        data = json.loads(path.with_suffix(".json").read_text())
+        table = [line for line in path.read_text().splitlines() if line.startswith("|")]
+        return "\n".join(table) + "\n\n" + source_line(path, data["stamp"])
     text = path.read_text().splitlines()
     table = [line for line in text if line.startswith("|")]
     header = [line.lstrip("# ") for line in text if line.startswith("#")]
@@ -614,6 +714,11 @@ SOURCES = {
     "startup_line": ("startup-*.json", startup_line),
     "time_to_solve_summary": ("time_to_solve-*.json", time_to_solve_summary),
     "demo_holds": ("demo_holds-*.json", demo_holds_table),
+    "seed_runs_minatar": ("seed_runs-ppo-minatar-breakout-*.json", seed_runs_table),
+    "seed_runs_grpo": ("seed_runs-grpo-reverse-*.json", seed_runs_table),
+    "seed_curve_grpo": ("seed_runs-grpo-reverse-*.json", seed_curve_table),
+    "seed_curve_grpo_arithmetic": ("seed_runs-grpo-arithmetic-*.json", seed_curve_table),
+    "llm_cost": ("llm_cost-*/llm_gpu.json", llm_cost_table),
 }
 
 

@@ -103,3 +103,25 @@ def test_every_result_table_is_generated():
             if cells[3] != "-":  # the preset's threshold, or the env's registered one
                 assert float(cells[3]) == solved_threshold(cfg), (name, cells[3])
     assert checked >= 20
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    following = text.find("\n## ", start + len(heading))
+    return text[start : following if following != -1 else None]
+
+
+def test_measured_sections_of_the_pixel_and_llm_pages_are_generated():
+    """The MinAtar runs (docs/pixels.md "Numbers") and the GRPO runs and their cost (docs/llm.md) were typed
+    by hand once; now every table in those sections comes from a stamped result file."""
+    pixels = (ROOT / "docs" / "pixels.md").read_text()
+    llm = (ROOT / "docs" / "llm.md").read_text()
+    for text, heading, markers in (
+        (pixels, "## Numbers", ["seed_runs_minatar"]),
+        (llm, "## The CPU example, measured", ["seed_runs_grpo", "seed_curve_grpo", "seed_curve_grpo_arithmetic"]),
+        (llm, "### `benchmarks/llm_gpu.py`: what it measures", ["llm_cost"]),
+    ):
+        section = _section(text, heading)
+        assert _tables_outside_markers(section) == [], heading
+        for name in markers:
+            assert f"<!-- generated:{name} -->\n|" in section, f"{name}: no generated table (run its benchmark)"

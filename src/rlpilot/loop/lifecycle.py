@@ -15,6 +15,7 @@ import torch
 
 from rlpilot import registry
 from rlpilot.config import Config
+from rlpilot.curve_helper import CurveHelper
 from rlpilot.errors import UserError
 from rlpilot.loop.monitor import Progress
 from rlpilot.runs import Run
@@ -146,10 +147,17 @@ def budget_spent(config: Config, frames: int, start: float) -> tuple[bool, bool]
 
 
 def finish_run(
-    run: Run, progress: Progress, *, status: str, reason: str | None, guard_trips: int, solved_at: float | None
+    run: Run,
+    progress: Progress,
+    *,
+    status: str,
+    reason: str | None,
+    guard_trips: int,
+    solved_at: float | None,
+    curve: CurveHelper | None = None,
 ) -> None:
-    """The end of every run, whatever stopped it: the final ``meta.json``, the ``end`` event, the curve."""
-    from rlpilot.plot import plot_run
+    """The end of every run, whatever stopped it: the final ``meta.json``, the ``end`` event, the curve
+    (drawn by ``curve``'s helper process when there is one)."""
 
     run.update_meta(
         status=status,
@@ -164,4 +172,4 @@ def finish_run(
     )
     run.event("end", status=status, frames=progress.frames)
     if run.metrics():
-        plot_run(run, solved_at=solved_at)
+        (curve or CurveHelper(None)).draw(run, solved_at=solved_at)

@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlpilot import registry
+from rlpilot import curve_helper, registry
 from rlpilot.config import Config
+from rlpilot.curve_helper import CurveHelper
 from rlpilot.errors import StopRun, UserError
 from rlpilot.loop import lifecycle
 from rlpilot.loop.monitor import Milestones, Progress, ProgressBar
@@ -77,6 +78,16 @@ def resume(
 
 def _train(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bool, verbose: bool) -> Run:
     """Builds the trainable (fresh, or from the checkpoint) and runs the loop."""
+    curve = curve_helper.start()  # imports matplotlib on the idle core while this one builds and trains
+    try:
+        return _build_and_run(config, run, checkpoint, curve, show_progress=show_progress, verbose=verbose)
+    finally:
+        curve.close()
+
+
+def _build_and_run(
+    config: Config, run: Run, checkpoint: dict | None, curve: CurveHelper, *, show_progress: bool, verbose: bool
+) -> Run:
     torch.set_num_threads(config.train.num_threads)
     device = lifecycle.resolve_device(config.train.device)
     threshold = lifecycle.solved_threshold(config)
@@ -93,7 +104,9 @@ def _train(config: Config, run: Run, *, checkpoint: dict | None, show_progress: 
         run.truncate_metrics(after_frames=progress.frames)
         run.truncate_events(after_frames=progress.frames)
     try:
-        loop = Loop(config, run, trainable, progress, threshold, show_progress=show_progress, verbose=verbose)
+        loop = Loop(
+            config, run, trainable, progress, threshold, curve=curve, show_progress=show_progress, verbose=verbose
+        )
         # startup_s: the wait before the first frame (interpreter, imports, config, envs, networks; the
         # loggers open at the first row they log)
         startup = lifecycle.process_age()
@@ -122,10 +135,12 @@ class Loop:
         progress: Progress,
         threshold: float | None,
         *,
+        curve: CurveHelper | None = None,
         show_progress: bool,
         verbose: bool,
     ):
         self.config = config
+        self.curve = curve
         self.run_dir = run  # the run directory being written (``self.run`` is the loop itself)
         self.trainable = trainable
         self.progress = progress
@@ -291,6 +306,7 @@ class Loop:
             reason=reason,
             guard_trips=self.trainable.guard.total_trips,
             solved_at=self.threshold,
+            curve=self.curve,
         )
         if failed_write:
             raise UserError(f"{self.run_dir.path}: {failed_write}")
