@@ -354,7 +354,7 @@ def run_bench(
         f"tuned on seeds from 100); final eval = each run's last greedy evaluation; frames and wall time to the "
         f"first solved evaluation; stays solved = the share of the {BENCH_EVALS_AFTER_SOLVED} evaluations after "
         f"it at or above the threshold while training goes on (mean over solved seeds); wall time measured with "
-        f"{workers} runs at a time. Command: `rlpilot bench --seeds {seeds} --workers {workers}"
+        f"{workers} run{'s' if workers != 1 else ''} at a time. Command: `rlpilot bench --seeds {seeds} --workers {workers}"
         f"{' --presets ' + ','.join(presets) if presets else ''}`; "
         f"{time.strftime('%Y-%m-%d')}, rlpilot at {', '.join(sorted(revisions)) or 'unknown revision'}, load "
         f"average {load_start[0]:.2f} at the start, {load_end[0]:.2f} at the end.\n"
