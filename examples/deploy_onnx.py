@@ -4,7 +4,9 @@
     python examples/deploy_onnx.py runs/<run>/export/policy.onnx --episodes 5 --seed 0
 
 Needs only numpy, onnxruntime and gymnasium. The JSON signature beside the model names the env and
-says how the output decodes (an action index, or a value inside the Box bounds).
+says how the output decodes (an action index, or a value inside the Box bounds). A controller with state
+(a residual policy on the PID: its integral) has a second input and output: the state starts at zeros
+each episode and each step's ``next_state`` goes back in as ``state``.
 """
 
 from __future__ import annotations
@@ -41,12 +43,19 @@ def main() -> None:
         register_envs()
     env = gym.make(spec["id"], max_episode_steps=spec["max_episode_steps"], **spec["kwargs"])
     discrete = signature["action"]["type"] == "discrete"
+    state_size = (signature.get("state") or {}).get("size", 0)
     returns = []
     for episode in range(args.episodes):
         observation, _ = env.reset(seed=args.seed + episode)
+        state = np.zeros((1, state_size), np.float32)
         total, done = 0.0, False
         while not done:
-            (action,) = session.run(None, {"observation": flatten(observation)[None, :]})
+            feed = {"observation": flatten(observation)[None, :]}
+            if state_size:
+                feed["state"] = state
+                action, state = session.run(None, feed)
+            else:
+                (action,) = session.run(None, feed)
             if discrete:  # an index, or a one-hot row (signature["action"]["encoding"])
                 action = int(np.argmax(action[0])) if np.ndim(action[0]) else int(action[0])
             else:

@@ -164,34 +164,55 @@ class TrackPID(TrackPD):
         mask = torch.as_tensor(np.asarray(mask), dtype=torch.bool, device=self.integral.device)
         self.integral[mask] = 0.0
 
-    def __call__(self, observation: torch.Tensor) -> torch.Tensor:
+    state_size = 2
+    """Numbers of state per env: the integral of each joint's angle error."""
+
+    def step(self, observation: torch.Tensor, integral: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step as a pure function: ``(action, next integral)`` from the observation and the integral so
+        far (zeros at the start of an episode). What :meth:`__call__` does, and what an exported artifact
+        runs with the integral as an input and an output."""
         angle, rate = self.errors(observation)
-        if self.integral is None or self.integral.shape != angle.shape:
-            self.integral = torch.zeros_like(angle)
-        unsaturated = self.kp * angle + self.kd * rate + self.ki * self.integral
+        unsaturated = self.kp * angle + self.kd * rate + self.ki * integral
         winding = (unsaturated.abs() >= 1.0) & (torch.sign(unsaturated) == torch.sign(angle))
-        self.integral = torch.where(winding, self.integral, self.integral + angle * self.dt)
+        integral = torch.where(winding, integral, integral + angle * self.dt)
         if self.ki > 0:
             limit = self.integral_limit / self.ki
-            self.integral = self.integral.clamp(-limit, limit)
-        return (self.kp * angle + self.kd * rate + self.ki * self.integral).clamp(-1.0, 1.0)
+            integral = integral.clamp(-limit, limit)
+        return (self.kp * angle + self.kd * rate + self.ki * integral).clamp(-1.0, 1.0), integral
+
+    def __call__(self, observation: torch.Tensor) -> torch.Tensor:
+        if self.integral is None or self.integral.shape != (observation.shape[0], self.state_size):
+            self.integral = observation.new_zeros(observation.shape[0], self.state_size)
+        action, self.integral = self.step(observation, self.integral)
+        return action
 
 
 class ControllerModule(torch.nn.Module):
-    """A stateless controller as a module (what ``rlpilot export`` traces into a residual run's artifact)."""
+    """A base controller as a module (what ``rlpilot export`` traces into a residual run's artifact).
+
+    Stateless controllers (PD): ``forward(observation) -> action``. Stateful ones (the PID's integral):
+    ``forward(observation, state) -> (action, next state)``, the controller's :meth:`step` as a pure function,
+    so the artifact carries no hidden state: the caller feeds each output state back in and starts every
+    episode from zeros (``state_size`` numbers per env)."""
 
     def __init__(self, controller):
         super().__init__()
-        if hasattr(controller, "reset"):
-            raise UserError(
-                f"{type(controller).__name__} keeps state between steps (an integral): exporting it needs that "
-                "state as an input and output, which rlpilot export does not write yet; train the residual on "
-                "env.base_controller=pd to export it"
-            )
         self.controller = controller
+        self.state_size = int(getattr(controller, "state_size", 0)) if hasattr(controller, "reset") else 0
+        if self.state_size and not hasattr(controller, "step"):
+            raise UserError(
+                f"{type(controller).__name__} keeps state between steps but has no step(observation, state): "
+                "it cannot be exported; train the residual on env.base_controller=pd to export it"
+            )
 
-    def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.controller(observation)
+    @property
+    def stateful(self) -> bool:
+        return self.state_size > 0
+
+    def forward(self, observation: torch.Tensor, state: torch.Tensor | None = None):
+        if not self.stateful:
+            return self.controller(observation)
+        return self.controller.step(observation, state)
 
 
 def random_policy(vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -34,7 +34,9 @@ BASE_TOLERANCE = 1e-4
 class DeployedPolicy(nn.Module):
     """Raw observation -> env action: the run's normalisation, then its greedy module; for residual RL
     (``env.base_controller``), the base controller's action plus ``residual_scale`` times that, clipped to
-    the action box: the whole controller in one artifact."""
+    the action box: the whole controller in one artifact. A stateful base (the PID's integral) makes it
+    ``(observation, state) -> (action, next state)``: the state is an input and an output of the artifact,
+    zeros at the start of an episode (``state_size`` numbers per row)."""
 
     def __init__(
         self,
@@ -53,22 +55,43 @@ class DeployedPolicy(nn.Module):
         self.register_buffer("loc", loc.detach().clone().float())
         self.register_buffer("scale", scale.detach().clone().float())
         self.base = base
+        self.state_size = int(getattr(base, "state_size", 0))
         self.residual_scale = float(residual_scale)
         low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
         self.register_buffer("low", torch.as_tensor(low).detach().clone().float())
         self.register_buffer("high", torch.as_tensor(high).detach().clone().float())
 
-    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+    def forward(self, observation: torch.Tensor, state: torch.Tensor | None = None):
         action = self.greedy((observation - self.loc) / self.scale)
         if self.base is None:
             return action
-        total = self.base(observation) + self.residual_scale * action
-        return torch.maximum(torch.minimum(total, self.high), self.low)
+        if self.state_size:
+            base_action, next_state = self.base(observation, state)
+        else:
+            base_action, next_state = self.base(observation), None
+        total = torch.maximum(torch.minimum(base_action + self.residual_scale * action, self.high), self.low)
+        return total if next_state is None else (total, next_state)
+
+
+def rollout_states(module: DeployedPolicy, observations: torch.Tensor, envs: int) -> torch.Tensor:
+    """A stateful artifact's parity inputs: the state the live module carries into each of ``observations``
+    (rows of ``envs`` envs a step, in rollout order), run step by step from zeros."""
+    states, state = [], torch.zeros(envs, module.state_size)
+    with torch.inference_mode():
+        for start in range(0, len(observations), envs):
+            chunk = observations[start : start + envs]
+            states.append(state[: len(chunk)])
+            _, state = module(chunk, state[: len(chunk)])
+    return torch.cat(states)
+
+
+PARITY_ENVS = 8
 
 
 def parity_observations(policy: LoadedPolicy, count: int, seed: int) -> torch.Tensor:
-    """Raw observations from real rollouts: the greedy policy with 30% random actions, 8 envs."""
-    env = policy.make_env(num_envs=8, seed=seed)
+    """Raw observations from real rollouts: the greedy policy with 30% random actions, ``PARITY_ENVS`` envs
+    (rows in step order, ``PARITY_ENVS`` a step)."""
+    env = policy.make_env(num_envs=PARITY_ENVS, seed=seed)
     vector_env = env.base_env.vector_env
     read_raw, read = observation_reader(env, normalize=False), observation_reader(env)
     generator = torch.Generator().manual_seed(seed)
@@ -128,12 +151,17 @@ def export_run(
         bounds=(action_spec.space.low, action_spec.space.high) if base is not None else None,
     ).eval()
     observations = parity_observations(policy, PARITY_OBSERVATIONS, seed)
-    signature = _signature(fmt, FORMATS[fmt], obs_dim, action_spec, config, policy)
+    inputs = (observations,)
+    if module.state_size:
+        inputs = (observations, rollout_states(module, observations, PARITY_ENVS))
+    signature = _signature(fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size)
     tolerance = CONTINUOUS_TOLERANCE if base is None else BASE_TOLERANCE
-    return write_checked(module, observations, fmt, out_dir, signature, tolerance)
+    return write_checked(module, inputs, fmt, out_dir, signature, tolerance)
 
 
-def _signature(fmt: str, file_name: str, obs_dim: int, action_spec, config, policy: LoadedPolicy) -> dict:
+def _signature(
+    fmt: str, file_name: str, obs_dim: int, action_spec, config, policy: LoadedPolicy, state_size: int = 0
+) -> dict:
     from torchrl.data import Categorical, OneHot
 
     if isinstance(action_spec, Categorical):
@@ -162,19 +190,32 @@ def _signature(fmt: str, file_name: str, obs_dim: int, action_spec, config, poli
             "decoding": "low + (high - low) * (tanh(mean) + 1) / 2, clamped to [low, high]",
         }
         output = {"name": "action", "shape": ["batch", *action_spec.shape], "dtype": "float32"}
+    inputs = [
+        {
+            "name": "observation",
+            "shape": ["batch", obs_dim],
+            "dtype": "float32",
+            "note": "raw env observation (dict spaces: keys concatenated in sorted order); "
+            "normalisation is inside the artifact",
+        }
+    ]
+    outputs = [output]
+    if state_size:
+        state = {"name": "state", "shape": ["batch", state_size], "dtype": "float32"}
+        inputs.append(
+            {
+                **state,
+                "note": "the base controller's state (the PID's integral): zeros at the start "
+                "of an episode, then the previous step's 'next_state' output",
+            }
+        )
+        outputs.append({**state, "name": "next_state", "note": "feed back as 'state' at the next step"})
     return {
         "format": fmt,
         "file": file_name,
-        "inputs": [
-            {
-                "name": "observation",
-                "shape": ["batch", obs_dim],
-                "dtype": "float32",
-                "note": "raw env observation (dict spaces: keys concatenated in sorted order); "
-                "normalisation is inside the artifact",
-            }
-        ],
-        "outputs": [output],
+        "inputs": inputs,
+        "outputs": outputs,
+        "state": {"size": state_size, "initial": 0.0} if state_size else None,
         "action": action,
         "observation_normalization": "baked in" if policy.obs_norm else "none",
         "controller": (

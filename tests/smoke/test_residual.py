@@ -66,3 +66,36 @@ def test_residual_run_exports_base_plus_residual_and_plays_the_same(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
     assert out.returncode == 0, out.stderr
     assert "mean return over 2 episodes" in out.stdout
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "pt2", "torchscript"])
+def test_a_pid_residual_exports_with_its_integral_as_state_and_plays_the_same(tmp_path, fmt):
+    """The PID base keeps an integral: the artifact takes (observation, state) and returns (action,
+    next_state); eval carries the state (zeros each episode) and plays the run's episodes the same way."""
+    run_dir = tmp_path / "run"
+    tiny = [a.replace("env.base_controller=pd", "env.base_controller=pid") for a in TINY]
+    result = run_cli("train", "sac", "rlpilot/ReacherTrack-v0", *tiny, "--run-dir", run_dir, "-q", timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_cli("export", run_dir, "--format", fmt, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    from rlpilot.play.load import StatefulArtifact, load_artifact
+
+    artifact = next(p for p in (run_dir / "export").iterdir() if not p.name.endswith(".json"))
+    run_artifact, signature = load_artifact(artifact)
+    assert isinstance(run_artifact, StatefulArtifact) and signature["state"] == {"size": 2, "initial": 0.0}
+    assert [i["name"] for i in signature["inputs"]] == ["observation", "state"]
+    assert [o["name"] for o in signature["outputs"]] == ["action", "next_state"]
+    assert signature["parity"]["max_abs_diff"] < 1e-4
+    run_eval = run_cli("eval", run_dir, "--episodes", "2", timeout=300)
+    artifact_eval = run_cli("eval", artifact, "--episodes", "2", timeout=300)
+    assert run_eval.returncode == artifact_eval.returncode == 0, run_eval.stderr + artifact_eval.stderr
+    assert run_eval.stdout.splitlines()[0].split(":")[1] == artifact_eval.stdout.splitlines()[0].split(":")[1]
+    if fmt == "onnx":  # examples/deploy_onnx.py feeds the state back, without torch
+        script = (
+            "import runpy, sys\n"
+            f"sys.argv = ['deploy_onnx.py', {str(artifact)!r}, '--episodes', '1', '--seed', '5']\n"
+            f"runpy.run_path({str(ROOT / 'examples' / 'deploy_onnx.py')!r}, run_name='__main__')\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        )
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
+        assert out.returncode == 0, out.stderr

@@ -172,17 +172,29 @@ def test_check_shows_the_disturbances_and_the_base():
     assert "residual RL: the env adds the pd controller's action" in text
 
 
-def test_a_pid_base_is_refused_by_export_in_one_line():
-    """The PID keeps an integral between steps: an artifact would need it as an input and output."""
-    from rlpilot.controllers import ControllerModule, base_controller
-    from rlpilot.errors import UserError
+def test_a_pid_base_exports_as_a_pure_function_of_observation_and_state():
+    """The PID keeps an integral between steps: as a module it takes the integral in and gives the next one
+    out, and stepping it that way is exactly the live controller, step after step."""
+    from rlpilot.controllers import ControllerModule, TrackPID, base_controller
 
-    with pytest.raises(UserError, match="keeps state between steps") as info:
-        ControllerModule(base_controller("pid", ENV_ID))
-    assert "\n" not in str(info.value)
-    assert torch.equal(
-        ControllerModule(base_controller("pd", ENV_ID))(torch.zeros(3, 12)), TrackPD()(torch.zeros(3, 12))
-    )
+    module = ControllerModule(base_controller("pid", ENV_ID))
+    assert module.stateful and module.state_size == 2
+    live = TrackPID()
+    env = gym.make(ENV_ID)
+    observation, _ = env.reset(seed=3)
+    state = torch.zeros(1, 2)
+    integrals = []
+    for _ in range(60):
+        obs = torch.as_tensor(observation, dtype=torch.float32)[None]
+        expected = live(obs)
+        action, state = module(obs, state)
+        assert torch.equal(action, expected) and torch.equal(state, live.integral)
+        integrals.append(float(state.abs().max()))
+        observation, *_ = env.step(np.array([0.3, -0.2]))  # a fixed push, not the PID: its errors persist
+    assert max(integrals) > 0  # the integral did move
+    pd = ControllerModule(base_controller("pd", ENV_ID))
+    assert not pd.stateful
+    assert torch.equal(pd(torch.zeros(3, 12)), TrackPD()(torch.zeros(3, 12)))
 
 
 def test_last_action_in_the_observation():

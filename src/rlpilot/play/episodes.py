@@ -79,6 +79,9 @@ def playable(path: str | Path, checkpoint: str = "last", controller: str | None 
         def act(observation: torch.Tensor) -> torch.Tensor:
             return torch.as_tensor(run_artifact(observation.numpy()))
 
+        if hasattr(run_artifact, "reset"):  # a controller with state: eval's loop starts each episode from zeros
+            act.reset = run_artifact.reset
+
         return PlayablePolicy(env_config, None, act, path.with_name(path.name + ".eval.csv"))
     policy = load_policy(path, checkpoint)
     return PlayablePolicy(

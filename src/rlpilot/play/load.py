@@ -57,8 +57,33 @@ def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
     return LoadedPolicy(run, algo, state["obs_norm"], checkpoint)
 
 
+class StatefulArtifact:
+    """An exported controller with state (a residual run on the PID): ``raw(observation, state)`` is the
+    artifact's pure function, ``(action, next state)``; calling it with observations alone carries the state
+    from call to call, zeros for a batch it has not seen, and ``reset(mask)`` zeroes the rows that start an
+    episode (``None``: all), as ``rlpilot eval``'s loop does for a live controller."""
+
+    def __init__(self, raw: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]], state_size: int):
+        self.raw, self.state_size = raw, state_size
+        self.state: np.ndarray | None = None
+
+    def reset(self, mask=None) -> None:
+        if self.state is None or mask is None:
+            self.state = None
+        else:
+            self.state[np.asarray(mask, dtype=bool)] = 0.0
+
+    def __call__(self, observation: np.ndarray) -> np.ndarray:
+        observation = np.asarray(observation, np.float32)
+        if self.state is None or len(self.state) != len(observation):
+            self.state = np.zeros((len(observation), self.state_size), np.float32)
+        action, self.state = self.raw(observation, self.state)
+        return action
+
+
 def load_artifact(path: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray], dict]:
     """The artifact as a numpy function, and its signature. onnx runs on onnxruntime (no torch needed).
+    An artifact with state (its signature's ``state``) comes as a :class:`StatefulArtifact`.
     A damaged signature or artifact is a :class:`UserError` naming the file."""
     path = Path(path)
     signature_path = path.with_name(path.name + ".json")
@@ -66,25 +91,33 @@ def load_artifact(path: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray],
         raise UserError(f"{path} is not an exported policy (needs the file and {signature_path.name} beside it)")
     signature = read_signature(signature_path)
     fmt = signature["format"]
+    state_size = int((signature.get("state") or {}).get("size", 0))
     try:
         if fmt == "onnx":
             import onnxruntime
 
             session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-            return (lambda obs: session.run(None, {"observation": np.asarray(obs, np.float32)})[0]), signature
-        module = torch.export.load(str(path)).module() if fmt == "pt2" else torch.jit.load(str(path))
+
+            def run(*arrays: np.ndarray):
+                feed = dict(zip(("observation", "state"), (np.asarray(a, np.float32) for a in arrays)))
+                outputs = session.run(None, feed)
+                return tuple(outputs) if state_size else outputs[0]
+
+        else:
+            module = torch.export.load(str(path)).module() if fmt == "pt2" else torch.jit.load(str(path))
+
+            def run(*arrays: np.ndarray):
+                with torch.inference_mode():
+                    outputs = module(*(torch.as_tensor(np.asarray(a, np.float32)) for a in arrays))
+                return tuple(o.numpy() for o in outputs) if state_size else outputs.numpy()
+
     except ImportError:
         raise UserError(f"{path}: running an onnx policy needs onnxruntime: pip install 'rlpilot[export]'") from None
     except Exception as exc:  # truncated, overwritten, or another kind of file under the artifact's name
         raise UserError(
             f"{path} cannot be loaded as a {fmt} policy ({type(exc).__name__}); export it again (rlpilot export RUN)"
         ) from None
-
-    def run(obs: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            return module(torch.as_tensor(np.asarray(obs, np.float32))).numpy()
-
-    return run, signature
+    return (StatefulArtifact(run, state_size) if state_size else run), signature
 
 
 SIGNATURE_FORMATS = ("onnx", "pt2", "torchscript")

@@ -33,48 +33,71 @@ class ExportResult:
     observations: int
 
 
-def write_artifact(module: nn.Module, fmt: str, example: torch.Tensor, path: Path) -> None:
+INPUT_NAMES = ("observation", "state")
+OUTPUT_NAMES = ("action", "next_state")
+
+
+def write_artifact(module: nn.Module, fmt: str, examples: tuple[torch.Tensor, ...], path: Path) -> None:
+    """``module`` as ``fmt`` at ``path``; its inputs are ``observation`` (and ``state`` for a stateful
+    controller), its outputs ``action`` (and ``next_state``), every one with a dynamic batch dimension."""
     batch = torch.export.Dim("batch", min=1)
-    dynamic = {"observation": {0: batch}}
+    names = INPUT_NAMES[: len(examples)]
+    dynamic = {name: {0: batch} for name in names}
     if fmt == "pt2":
-        torch.export.save(torch.export.export(module, (example,), dynamic_shapes=dynamic), str(path))
+        torch.export.save(torch.export.export(module, examples, dynamic_shapes=dynamic), str(path))
     elif fmt == "onnx":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(
                 module,
-                (example,),
+                examples,
                 str(path),
-                input_names=["observation"],
-                output_names=["action"],
+                input_names=list(names),
+                output_names=list(OUTPUT_NAMES[: len(examples)]),
                 external_data=False,  # one self-contained file (the default writes weights beside it)
                 dynamic_shapes=dynamic,
                 dynamo=True,
                 verbose=False,
             )
     else:
-        torch.jit.trace(module, example).save(str(path))
+        torch.jit.trace(module, examples).save(str(path))
+
+
+def _outputs(value) -> tuple[torch.Tensor, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
 def write_checked(
-    module: nn.Module, observations: torch.Tensor, fmt: str, out_dir: Path, signature: dict, tolerance: float
+    module: nn.Module,
+    inputs: torch.Tensor | tuple[torch.Tensor, ...],
+    fmt: str,
+    out_dir: Path,
+    signature: dict,
+    tolerance: float,
 ) -> ExportResult:
     """Writes ``module`` as ``fmt`` into ``out_dir`` with its signature, after checking that the artifact
-    (reloaded the way ``eval`` loads it) acts like the live module on ``observations``: identical discrete
-    actions, continuous ones within ``tolerance``. Staged beside ``out_dir``: a failed export leaves nothing."""
+    (reloaded the way ``eval`` loads it) acts like the live module on ``inputs`` (observations, and the states
+    a stateful controller carries into them): identical discrete actions, continuous ones (and next states)
+    within ``tolerance``. Staged beside ``out_dir``: a failed export leaves nothing."""
+    inputs = _outputs(inputs)
+    observations = inputs[0]
     with torch.inference_mode():
-        live = module(observations)
+        live = _outputs(module(*inputs))
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir.parent))
     try:
         artifact = staging / FORMATS[fmt]
-        write_artifact(module, fmt, observations[:4].clone(), artifact)
+        write_artifact(module, fmt, tuple(x[:4].clone() for x in inputs), artifact)
         (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
         run_exported, _ = load_artifact(artifact)
-        exported = torch.as_tensor(run_exported(observations.numpy()))
-        max_diff = float((exported.double() - live.double()).abs().max())
-        discrete = not live.dtype.is_floating_point
-        ok = bool(torch.equal(exported.to(live.dtype), live)) if discrete else max_diff <= tolerance
+        raw = getattr(run_exported, "raw", None)  # a stateful artifact: the pure (observation, state) function
+        exported = _outputs(raw(*(x.numpy() for x in inputs)) if raw else run_exported(observations.numpy()))
+        exported = tuple(torch.as_tensor(x) for x in exported)
+        max_diff = max(float((e.double() - v.double()).abs().max()) for e, v in zip(exported, live))
+        discrete = not live[0].dtype.is_floating_point
+        ok = len(exported) == len(live) and (
+            bool(torch.equal(exported[0].to(live[0].dtype), live[0])) if discrete else max_diff <= tolerance
+        )
         if not ok:
             raise ExportFailed(
                 f"parity check failed for {fmt}: max |exported - live| = {max_diff:.3g} over "
@@ -85,6 +108,8 @@ def write_checked(
             "max_abs_diff": max_diff,
             "rule": "identical actions" if discrete else f"<= {tolerance}",
         }
+        if len(inputs) > 1:
+            signature["parity"]["state"] = "each observation with the state the live controller carried into it"
         (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / artifact.name
