@@ -385,6 +385,41 @@ def llm_cost_table(path: Path) -> str:
     return "\n".join([*lines, "", *sources])
 
 
+def reacher_sb3_table(path: Path) -> str:
+    """benchmarks/reacher_sb3.py, every ``reacher_sb3-*.json`` of the newest's date: per seed, rlpilot's
+    sac-reacher against SB3's SAC (Zoo setting), frames and wall time to the threshold or to the cap."""
+    date = path.stem.split("-", 1)[1][:10]
+    sources = sorted(path.parent.glob(f"reacher_sb3-{date}*.json"))
+    sb3, ours, stamps = {}, {}, []
+    for source in sources:
+        data = json.loads(source.read_text())
+        sb3.update({r["seed"]: r for r in data["sb3"]})
+        ours.update({r["seed"]: r for r in data["rlpilot"]})
+        stamps.append(source_line(source, data["stamp"]))
+    cap = data["max_seconds"]
+
+    def cell(r: dict | None, seconds: str) -> str:
+        if r is None:
+            return "-"
+        if r["solved"]:
+            return f"{r['frames']:,} frames, {r[seconds]:.0f} s"
+        return f"not solved: {r['frames']:,} frames in {r[seconds]:.0f} s (last greedy {r['last_eval']:.2f})"
+
+    lines = [
+        "| seed | rlpilot `sac-reacher`: solved at | SB3 SAC, Zoo MuJoCo setting: solved at |",
+        "|---|---|---|",
+    ]
+    for seed in sorted(set(sb3) | set(ours)):
+        lines.append(f"| {seed} | {cell(ours.get(seed), 'wall_s')} | {cell(sb3.get(seed), 'train_s')} |")
+    lines += [
+        "",
+        f"Greedy mean of 20 episodes every {data['eval_every']:,} frames (after the update), solved at >= "
+        f"{data['threshold']}; budget {data['budget']:,} frames, SB3 runs capped at {cap:.0f} s of wall time. "
+        "Wall: rlpilot's run clock (its evaluations included), SB3's training clock (the same). " + " ".join(stamps),
+    ]
+    return "\n".join(lines)
+
+
 def fault_soak_table(path: Path) -> str:
     data = json.loads(path.read_text())
     counts: dict[str, int] = {}
@@ -720,6 +755,7 @@ SOURCES = {
     "seed_curve_grpo": ("seed_runs-grpo-reverse-*.json", seed_curve_table),
     "seed_curve_grpo_arithmetic": ("seed_runs-grpo-arithmetic-*.json", seed_curve_table),
     "llm_cost": ("llm_cost-*/llm_gpu.json", llm_cost_table),
+    "reacher_sb3": ("reacher_sb3-*.json", reacher_sb3_table),
 }
 
 

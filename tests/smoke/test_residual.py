@@ -52,50 +52,50 @@ def test_residual_run_exports_base_plus_residual_and_plays_the_same(tmp_path):
     assert np.abs(exported - expected.numpy()).max() < 1e-4  # export.BASE_TOLERANCE
     assert np.abs(expected.numpy() - TrackPD()(observations).numpy()).max() > 0  # the residual is not zero
     # the run (residual env) and the artifact (plain env) play the same episodes the same way
+    assert_artifact_plays_like_the_run(run_dir, artifact)
+    # and examples/deploy_onnx.py runs the whole controller on the arm env with onnxruntime, without torch
+    assert "mean return over 2 episodes" in deploy_onnx(artifact, episodes=2)
+
+
+def assert_artifact_plays_like_the_run(run_dir: Path, artifact: Path) -> None:
+    """The run (residual env) and the artifact (plain env) play the same episodes the same way."""
     run_eval = run_cli("eval", run_dir, "--episodes", "2", timeout=300)
     artifact_eval = run_cli("eval", artifact, "--episodes", "2", timeout=300)
     assert run_eval.returncode == artifact_eval.returncode == 0, run_eval.stderr + artifact_eval.stderr
     assert run_eval.stdout.splitlines()[0].split(":")[1] == artifact_eval.stdout.splitlines()[0].split(":")[1]
-    # and examples/deploy_onnx.py runs the whole controller on the arm env with onnxruntime, without torch
+
+
+def deploy_onnx(artifact: Path, *, episodes: int) -> str:
+    """examples/deploy_onnx.py on ``artifact``, checked not to import torch; its output."""
     script = (
         "import runpy, sys\n"
-        f"sys.argv = ['deploy_onnx.py', {str(artifact)!r}, '--episodes', '2', '--seed', '5']\n"
+        f"sys.argv = ['deploy_onnx.py', {str(artifact)!r}, '--episodes', '{episodes}', '--seed', '5']\n"
         f"runpy.run_path({str(ROOT / 'examples' / 'deploy_onnx.py')!r}, run_name='__main__')\n"
         "assert 'torch' not in sys.modules and 'torchrl' not in sys.modules, 'torch was imported'\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
     assert out.returncode == 0, out.stderr
-    assert "mean return over 2 episodes" in out.stdout
+    return out.stdout
 
 
-@pytest.mark.parametrize("fmt", ["onnx", "pt2", "torchscript"])
-def test_a_pid_residual_exports_with_its_integral_as_state_and_plays_the_same(tmp_path, fmt):
+def test_a_pid_residual_exports_with_its_integral_as_state_and_plays_the_same(tmp_path):
     """The PID base keeps an integral: the artifact takes (observation, state) and returns (action,
-    next_state); eval carries the state (zeros each episode) and plays the run's episodes the same way."""
+    next_state) in every format; eval carries the state (zeros each episode) and plays the run's episodes the
+    same way; examples/deploy_onnx.py feeds the state back, without torch."""
+    from rlpilot.play.load import StatefulArtifact, load_artifact
+
     run_dir = tmp_path / "run"
     tiny = [a.replace("env.base_controller=pd", "env.base_controller=pid") for a in TINY]
     result = run_cli("train", "sac", "rlpilot/ReacherTrack-v0", *tiny, "--run-dir", run_dir, "-q", timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
-    result = run_cli("export", run_dir, "--format", fmt, timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    from rlpilot.play.load import StatefulArtifact, load_artifact
-
-    artifact = next(p for p in (run_dir / "export").iterdir() if not p.name.endswith(".json"))
-    run_artifact, signature = load_artifact(artifact)
-    assert isinstance(run_artifact, StatefulArtifact) and signature["state"] == {"size": 2, "initial": 0.0}
-    assert [i["name"] for i in signature["inputs"]] == ["observation", "state"]
-    assert [o["name"] for o in signature["outputs"]] == ["action", "next_state"]
-    assert signature["parity"]["max_abs_diff"] < 1e-4
-    run_eval = run_cli("eval", run_dir, "--episodes", "2", timeout=300)
-    artifact_eval = run_cli("eval", artifact, "--episodes", "2", timeout=300)
-    assert run_eval.returncode == artifact_eval.returncode == 0, run_eval.stderr + artifact_eval.stderr
-    assert run_eval.stdout.splitlines()[0].split(":")[1] == artifact_eval.stdout.splitlines()[0].split(":")[1]
-    if fmt == "onnx":  # examples/deploy_onnx.py feeds the state back, without torch
-        script = (
-            "import runpy, sys\n"
-            f"sys.argv = ['deploy_onnx.py', {str(artifact)!r}, '--episodes', '1', '--seed', '5']\n"
-            f"runpy.run_path({str(ROOT / 'examples' / 'deploy_onnx.py')!r}, run_name='__main__')\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\n"
-        )
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
-        assert out.returncode == 0, out.stderr
+    for fmt, name in (("onnx", "policy.onnx"), ("pt2", "policy.pt2"), ("torchscript", "policy.ts.pt")):
+        result = run_cli("export", run_dir, "--format", fmt, "--out", tmp_path / fmt, timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+        artifact = tmp_path / fmt / name
+        run_artifact, signature = load_artifact(artifact)
+        assert isinstance(run_artifact, StatefulArtifact) and signature["state"] == {"size": 2, "initial": 0.0}
+        assert [i["name"] for i in signature["inputs"]] == ["observation", "state"]
+        assert [o["name"] for o in signature["outputs"]] == ["action", "next_state"]
+        assert signature["parity"]["max_abs_diff"] < 1e-4, fmt
+        assert_artifact_plays_like_the_run(run_dir, artifact)
+    assert "mean return over 1 episodes" in deploy_onnx(tmp_path / "onnx" / "policy.onnx", episodes=1)

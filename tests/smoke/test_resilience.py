@@ -54,9 +54,11 @@ def test_sigkill_five_times_then_resume_to_solved(tmp_path):
         "--set",
         f"train.checkpoint_every_frames={interval}",
         "--set",
-        "ppo.lr=3e-4",  # slower than the preset (with its former 5 epochs): the kills must land mid-run
+        "ppo.lr=3e-4",  # slower than the preset (with its former 5 epochs and clip 0.2): the kills must land mid-run
         "--set",
         "ppo.epochs=5",
+        "--set",
+        "ppo.clip_epsilon=0.2",
         "--set",
         "train.log_every_frames=256",
         "--set",
