@@ -362,7 +362,7 @@ def llm_cost_table(path: Path) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     sources = []
-    for source in sorted(path.parent.parent.glob("llm_cost-*/llm_gpu.json")):
+    for source in sorted(RESULTS.glob("llm_cost-*/llm_gpu.json")):  # every setting, not only the newest
         r = json.loads(source.read_text())
         memory = (
             f"{r['peak_memory_gib']:.1f} GiB GPU"

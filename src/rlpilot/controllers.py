@@ -198,12 +198,7 @@ class ControllerModule(torch.nn.Module):
     def __init__(self, controller):
         super().__init__()
         self.controller = controller
-        self.state_size = int(getattr(controller, "state_size", 0)) if hasattr(controller, "reset") else 0
-        if self.state_size and not hasattr(controller, "step"):
-            raise UserError(
-                f"{type(controller).__name__} keeps state between steps but has no step(observation, state): "
-                "it cannot be exported; train the residual on env.base_controller=pd to export it"
-            )
+        self.state_size = int(getattr(controller, "state_size", 0))  # a stateful controller has step()
 
     @property
     def stateful(self) -> bool:

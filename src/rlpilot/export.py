@@ -65,12 +65,13 @@ class DeployedPolicy(nn.Module):
         action = self.greedy((observation - self.loc) / self.scale)
         if self.base is None:
             return action
-        if self.state_size:
-            base_action, next_state = self.base(observation, state)
-        else:
-            base_action, next_state = self.base(observation), None
-        total = torch.maximum(torch.minimum(base_action + self.residual_scale * action, self.high), self.low)
-        return total if next_state is None else (total, next_state)
+        if not self.state_size:
+            return self._clip(self.base(observation) + self.residual_scale * action)
+        base_action, next_state = self.base(observation, state)
+        return self._clip(base_action + self.residual_scale * action), next_state
+
+    def _clip(self, action: torch.Tensor) -> torch.Tensor:
+        return torch.maximum(torch.minimum(action, self.high), self.low)
 
 
 def rollout_states(module: DeployedPolicy, observations: torch.Tensor, envs: int) -> torch.Tensor:

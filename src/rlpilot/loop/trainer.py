@@ -17,7 +17,6 @@ import torch
 
 from rlpilot import curve_helper, registry
 from rlpilot.config import Config
-from rlpilot.curve_helper import CurveHelper
 from rlpilot.errors import StopRun, UserError
 from rlpilot.loop import lifecycle
 from rlpilot.loop.monitor import Milestones, Progress, ProgressBar
@@ -86,7 +85,13 @@ def _train(config: Config, run: Run, *, checkpoint: dict | None, show_progress: 
 
 
 def _build_and_run(
-    config: Config, run: Run, checkpoint: dict | None, curve: CurveHelper, *, show_progress: bool, verbose: bool
+    config: Config,
+    run: Run,
+    checkpoint: dict | None,
+    curve: curve_helper.CurveHelper,
+    *,
+    show_progress: bool,
+    verbose: bool,
 ) -> Run:
     torch.set_num_threads(config.train.num_threads)
     device = lifecycle.resolve_device(config.train.device)
@@ -135,7 +140,7 @@ class Loop:
         progress: Progress,
         threshold: float | None,
         *,
-        curve: CurveHelper | None = None,
+        curve: curve_helper.CurveHelper | None = None,
         show_progress: bool,
         verbose: bool,
     ):

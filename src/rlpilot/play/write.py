@@ -63,7 +63,8 @@ def write_artifact(module: nn.Module, fmt: str, examples: tuple[torch.Tensor, ..
         torch.jit.trace(module, examples).save(str(path))
 
 
-def _outputs(value) -> tuple[torch.Tensor, ...]:
+def _as_tuple(value) -> tuple[torch.Tensor, ...]:
+    """One tensor or several (a stateful controller's inputs and outputs) as a tuple."""
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
@@ -79,10 +80,10 @@ def write_checked(
     (reloaded the way ``eval`` loads it) acts like the live module on ``inputs`` (observations, and the states
     a stateful controller carries into them): identical discrete actions, continuous ones (and next states)
     within ``tolerance``. Staged beside ``out_dir``: a failed export leaves nothing."""
-    inputs = _outputs(inputs)
+    inputs = _as_tuple(inputs)
     observations = inputs[0]
     with torch.inference_mode():
-        live = _outputs(module(*inputs))
+        live = _as_tuple(module(*inputs))
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".export-", dir=out_dir.parent))
     try:
@@ -91,7 +92,7 @@ def write_checked(
         (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
         run_exported, _ = load_artifact(artifact)
         raw = getattr(run_exported, "raw", None)  # a stateful artifact: the pure (observation, state) function
-        exported = _outputs(raw(*(x.numpy() for x in inputs)) if raw else run_exported(observations.numpy()))
+        exported = _as_tuple(raw(*(x.numpy() for x in inputs)) if raw else run_exported(observations.numpy()))
         exported = tuple(torch.as_tensor(x) for x in exported)
         max_diff = max(float((e.double() - v.double()).abs().max()) for e, v in zip(exported, live))
         discrete = not live[0].dtype.is_floating_point
