@@ -1,16 +1,27 @@
-"""Reacher-v5: SB3's SAC with RL Zoo's MuJoCo setting against `sac-reacher`, frames and wall time to the threshold.
+"""Reacher-v5 and LunarLanderContinuous-v3: SB3's SAC with RL Zoo's setting against rlpilot's SAC preset, frames
+and wall time to the threshold.
 
 The rule is the preset's: a greedy evaluation of 20 episodes every 10,000 frames, after the update (SB3 through
-``time_to_solve.learn_until_solved``, as in benchmarks/time_to_solve.py), solved at a mean >= -3.75
-(gymnasium's threshold), at most 200,000 frames, and at most ``--max-seconds`` of wall time per run (a run cut
-by the cap is recorded as not solved, with the frames it reached). SB3 with the Zoo's MuJoCo defaults for SAC
-(hyperparams/sac.yml: SB3's defaults, 10,000 warm-up steps: lr 3e-4, batch 256, 256-256, gamma 0.99, tau
-0.005, one update per step, buffer 1M). rlpilot's side is read from finished `rlpilot train sac-reacher --seed
-S` run directories (their meta.json: frames and the run's own wall time to the first solve). One SB3 run a
-process; run two processes at a time at most on 2 cores and say so.
+``time_to_solve.learn_until_solved``, as in benchmarks/time_to_solve.py), solved at the task's threshold, within the
+task's frame budget, and at most ``--max-seconds`` of wall time per run (a run cut by the cap is recorded as not
+solved, with the frames it reached). ``--task``:
 
-    python benchmarks/reacher_sb3.py --seeds 100,101 --rlpilot-runs R100 R101 \
+- ``reacher``: Reacher-v5, solved at a mean >= -3.75 (gymnasium's threshold), 200,000 frames; SB3 with the Zoo's
+  MuJoCo defaults for SAC (hyperparams/sac.yml: SB3's defaults, 10,000 warm-up steps: lr 3e-4, batch 256,
+  256-256, gamma 0.99, tau 0.005, one update per step, buffer 1M); rlpilot: ``sac-reacher``.
+- ``lunarlander-continuous``: LunarLanderContinuous-v3, solved at >= 200, 500,000 frames (the Zoo's budget); SB3
+  with the Zoo's LunarLanderContinuous entry of hyperparams/sac.yml (lr 7.3e-4, buffer 1M, batch 256, auto
+  entropy, gamma 0.99, tau 0.01, one update per step, 10,000 warm-up steps, 400-300 networks); rlpilot:
+  ``sac-lunarlander-continuous``.
+
+rlpilot's side is read from finished ``rlpilot train PRESET --seed S`` run directories (their meta.json: frames
+and the run's own wall time to the first solve). One SB3 run a process; run two processes at a time at most on
+2 cores and say so.
+
+    python benchmarks/reacher_sb3.py --task reacher --seeds 100,101 --rlpilot-runs R100 R101 \
         --out benchmarks/results/reacher_sb3-DATE-a.txt
+    python benchmarks/reacher_sb3.py --task lunarlander-continuous --seeds 100 --rlpilot-runs R100 \
+        --out benchmarks/results/llc_sb3-DATE-a.txt
 """
 
 from __future__ import annotations
@@ -24,12 +35,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
 from time_to_solve import worker_sb3  # noqa: E402
 
-ENV_ID = "Reacher-v5"
-THRESHOLD = -3.75
 EVAL_EVERY = 10_000
-BUDGET = 200_000
 EPISODES = 20
-SB3_SAC_MUJOCO_ZOO = {"learning_starts": 10_000}
+TASKS = {
+    "reacher": {
+        "env": "Reacher-v5",
+        "threshold": -3.75,
+        "budget": 200_000,
+        "preset": "sac-reacher",
+        "hyperparams": {"learning_starts": 10_000},
+    },
+    "lunarlander-continuous": {
+        "env": "LunarLanderContinuous-v3",
+        "threshold": 200.0,
+        "budget": 500_000,
+        "preset": "sac-lunarlander-continuous",
+        "hyperparams": {
+            "learning_rate": 7.3e-4,
+            "buffer_size": 1_000_000,
+            "batch_size": 256,
+            "ent_coef": "auto",
+            "gamma": 0.99,
+            "tau": 0.01,
+            "train_freq": 1,
+            "gradient_steps": 1,
+            "learning_starts": 10_000,
+            "policy_kwargs": {"net_arch": [400, 300]},
+        },
+    },
+}
 
 
 def rlpilot_row(run: str) -> dict:
@@ -49,23 +83,25 @@ def rlpilot_row(run: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=sorted(TASKS), default="reacher")
     parser.add_argument("--seeds", default="100,101,102", help="comma-separated SB3 seeds, run one after another")
     parser.add_argument("--max-seconds", type=float, default=900.0, help="wall-time cap per SB3 run")
-    parser.add_argument("--rlpilot-runs", nargs="*", default=[], help="finished sac-reacher run directories")
+    parser.add_argument("--rlpilot-runs", nargs="*", default=[], help="finished run directories of the task's preset")
     parser.add_argument("--out", help="result file (stamped; JSON beside it)")
     args = parser.parse_args()
+    task = TASKS[args.task]
     header, lines = stamp.header(), []
     sb3 = []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in (int(s) for s in args.seeds.split(",") if s):  # --seeds "": rlpilot runs only
         r = worker_sb3(
             "sac",
             seed,
             EVAL_EVERY,
-            BUDGET,
+            task["budget"],
             EPISODES,
-            env_id=ENV_ID,
-            hyperparams=SB3_SAC_MUJOCO_ZOO,
-            threshold=THRESHOLD,
+            env_id=task["env"],
+            hyperparams=task["hyperparams"],
+            threshold=task["threshold"],
             max_seconds=args.max_seconds,
         )
         sb3.append({"seed": seed, **r})
@@ -73,14 +109,16 @@ def main() -> None:
         print(lines[-1], flush=True)
     ours = [rlpilot_row(run) for run in args.rlpilot_runs]
     for r in ours:
-        lines.append(f"rlpilot sac-reacher seed {r['seed']}: {json.dumps(r)}")
+        lines.append(f"rlpilot {task['preset']} seed {r['seed']}: {json.dumps(r)}")
         print(lines[-1], flush=True)
     if args.out:
         data = {
-            "env": ENV_ID,
-            "threshold": THRESHOLD,
+            "task": args.task,
+            "env": task["env"],
+            "preset": task["preset"],
+            "threshold": task["threshold"],
             "eval_every": EVAL_EVERY,
-            "budget": BUDGET,
+            "budget": task["budget"],
             "max_seconds": args.max_seconds,
             "sb3": sb3,
             "rlpilot": ours,

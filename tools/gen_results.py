@@ -386,10 +386,11 @@ def llm_cost_table(path: Path) -> str:
 
 
 def reacher_sb3_table(path: Path) -> str:
-    """benchmarks/reacher_sb3.py, every ``reacher_sb3-*.json`` of the newest's date: per seed, rlpilot's
-    sac-reacher against SB3's SAC (Zoo setting), frames and wall time to the threshold or to the cap."""
-    date = path.stem.split("-", 1)[1][:10]
-    sources = sorted(path.parent.glob(f"reacher_sb3-{date}*.json"))
+    """benchmarks/reacher_sb3.py, every result file of the newest's date and kind (``reacher_sb3-*.json`` or
+    ``llc_sb3-*.json``): per seed, rlpilot's SAC preset against SB3's SAC (Zoo setting), frames and wall time to
+    the threshold or to the cap."""
+    kind, date = path.stem.split("-", 1)[0], path.stem.split("-", 1)[1][:10]
+    sources = sorted(path.parent.glob(f"{kind}-{date}*.json"))
     sb3, ours, stamps = {}, {}, []
     for source in sources:
         data = json.loads(source.read_text())
@@ -397,6 +398,7 @@ def reacher_sb3_table(path: Path) -> str:
         ours.update({r["seed"]: r for r in data["rlpilot"]})
         stamps.append(source_line(source, data["stamp"]))
     cap = data["max_seconds"]
+    preset = data.get("preset", "sac-reacher")
 
     def cell(r: dict | None, seconds: str) -> str:
         if r is None:
@@ -406,16 +408,17 @@ def reacher_sb3_table(path: Path) -> str:
         return f"not solved: {r['frames']:,} frames in {r[seconds]:.0f} s (last greedy {r['last_eval']:.2f})"
 
     lines = [
-        "| seed | rlpilot `sac-reacher`: solved at | SB3 SAC, Zoo MuJoCo setting: solved at |",
+        f"| seed | rlpilot `{preset}`: solved at | SB3 SAC, Zoo setting: solved at |",
         "|---|---|---|",
     ]
     for seed in sorted(set(sb3) | set(ours)):
         lines.append(f"| {seed} | {cell(ours.get(seed), 'wall_s')} | {cell(sb3.get(seed), 'train_s')} |")
     lines += [
         "",
-        f"Greedy mean of 20 episodes every {data['eval_every']:,} frames (after the update), solved at >= "
-        f"{data['threshold']}; budget {data['budget']:,} frames, SB3 runs capped at {cap:.0f} s of wall time. "
-        "Wall: rlpilot's run clock (its evaluations included), SB3's training clock (the same). " + " ".join(stamps),
+        f"{data['env']}: greedy mean of 20 episodes every {data['eval_every']:,} frames (after the update), solved "
+        f"at >= {data['threshold']:g}; budget {data['budget']:,} frames, SB3 runs capped at {cap:.0f} s of wall "
+        "time. Wall: rlpilot's run clock (its evaluations included), SB3's training clock (the same). "
+        + " ".join(stamps),
     ]
     return "\n".join(lines)
 
@@ -756,6 +759,7 @@ SOURCES = {
     "seed_curve_grpo_arithmetic": ("seed_runs-grpo-arithmetic-*.json", seed_curve_table),
     "llm_cost": ("llm_cost-*/llm_gpu.json", llm_cost_table),
     "reacher_sb3": ("reacher_sb3-*.json", reacher_sb3_table),
+    "llc_sb3": ("llc_sb3-*.json", reacher_sb3_table),
 }
 
 
