@@ -178,10 +178,11 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--figure", metavar="RUN", help="draw the path figure for this run")
     parser.add_argument("--figure-condition", default="all")
+    parser.add_argument("--figure-out", default=str(ROOT / "docs" / "img" / "arm-track-paths.png"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.figure:
-        path_figure(args.figure, args.figure_condition, ROOT / "docs" / "img" / "arm-track-paths.png", args.seed)
+        path_figure(args.figure, args.figure_condition, Path(args.figure_out), args.seed)
         return 0
     gains_path = (
         Path(args.gains) if args.gains else sorted((ROOT / "benchmarks" / "results").glob("arm_gains-*.json"))[-1]
