@@ -66,17 +66,22 @@ TASKS = {
 }
 
 
-def rlpilot_row(run: str) -> dict:
+def rlpilot_row(run: str, cap_s: float) -> dict:
+    """A finished run's frames and run clock at its end, and where it stood at SB3's wall-time cap (its last
+    evaluation within ``cap_s`` of run clock): the same-wall-time comparison when the two caps differ."""
     from rlpilot.runs import load_run
 
     loaded = load_run(run)
     meta = loaded.meta()
+    evals = [row for row in loaded.metrics() if "eval/return_mean" in row and row["time/elapsed_s"] <= cap_s]
     return {
         "seed": loaded.config().train.seed,
         "solved": meta.get("solved_at_frames") is not None,
+        "status": meta.get("status"),
         "frames": meta.get("frames"),
         "wall_s": meta.get("elapsed_s"),
         "last_eval": meta.get("last_eval"),
+        "at_cap": {"frames": evals[-1]["frames"], "eval": evals[-1]["eval/return_mean"]} if evals else None,
         "run": str(run),
     }
 
@@ -107,7 +112,7 @@ def main() -> None:
         sb3.append({"seed": seed, **r})
         lines.append(f"SB3 SAC seed {seed}: {json.dumps(r)}")
         print(lines[-1], flush=True)
-    ours = [rlpilot_row(run) for run in args.rlpilot_runs]
+    ours = [rlpilot_row(run, args.max_seconds) for run in args.rlpilot_runs]
     for r in ours:
         lines.append(f"rlpilot {task['preset']} seed {r['seed']}: {json.dumps(r)}")
         print(lines[-1], flush=True)

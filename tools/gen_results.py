@@ -407,12 +407,18 @@ def reacher_sb3_table(path: Path) -> str:
             return f"{r['frames']:,} frames, {r[seconds]:.0f} s"
         return f"not solved: {r['frames']:,} frames in {r[seconds]:.0f} s (last greedy {r['last_eval']:.2f})"
 
+    at_cap = any(r.get("at_cap") for r in ours.values())
+    extra = f" rlpilot at {cap:.0f} s of run clock |" if at_cap else ""
     lines = [
-        f"| seed | rlpilot `{preset}`: solved at | SB3 SAC, Zoo setting: solved at |",
-        "|---|---|---|",
+        f"| seed | rlpilot `{preset}`: solved at | SB3 SAC, Zoo setting: solved at |{extra}",
+        "|---|---|---|" + ("---|" if at_cap else ""),
     ]
     for seed in sorted(set(sb3) | set(ours)):
-        lines.append(f"| {seed} | {cell(ours.get(seed), 'wall_s')} | {cell(sb3.get(seed), 'train_s')} |")
+        row = f"| {seed} | {cell(ours.get(seed), 'wall_s')} | {cell(sb3.get(seed), 'train_s')} |"
+        if at_cap:
+            mark = (ours.get(seed) or {}).get("at_cap")
+            row += f" {mark['frames']:,} frames, last greedy {mark['eval']:.2f} |" if mark else " - |"
+        lines.append(row)
     lines += [
         "",
         f"{data['env']}: greedy mean of 20 episodes every {data['eval_every']:,} frames (after the update), solved "
