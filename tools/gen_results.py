@@ -417,7 +417,7 @@ def reacher_sb3_table(path: Path) -> str:
         row = f"| {seed} | {cell(ours.get(seed), 'wall_s')} | {cell(sb3.get(seed), 'train_s')} |"
         if at_cap:
             mark = (ours.get(seed) or {}).get("at_cap")
-            row += f" {mark['frames']:,} frames, last greedy {mark['eval']:.2f} |" if mark else " - |"
+            row += f" {int(mark['frames']):,} frames, last greedy {mark['eval']:.2f} |" if mark else " - |"
         lines.append(row)
     lines += [
         "",
