@@ -389,8 +389,8 @@ def reacher_sb3_table(path: Path) -> str:
     """benchmarks/reacher_sb3.py, every result file of the newest's date and kind (``reacher_sb3-*.json`` or
     ``llc_sb3-*.json``): per seed, rlpilot's SAC preset against SB3's SAC (Zoo setting), frames and wall time to
     the threshold or to the cap."""
-    kind, date = path.stem.split("-", 1)[0], path.stem.split("-", 1)[1][:10]
-    sources = sorted(path.parent.glob(f"{kind}-{date}*.json"))
+    kind, rest = path.stem.split("-", 1)
+    sources = sorted(path.parent.glob(f"{kind}-{rest[:10]}*.json"))
     sb3, ours, stamps = {}, {}, []
     for source in sources:
         data = json.loads(source.read_text())
