@@ -110,7 +110,12 @@ def run_label(run: str) -> str:
 
     config = load_run(run).config()
     base = config.env.base_controller
-    what = f"residual {config.algo.upper()} + {base.upper()}" if base != "none" else config.algo.upper()
+    if base == "none":
+        what = config.algo.upper()
+    elif config.env.residual_mode == "gains":
+        what = f"{base.upper()}, gains scheduled by {config.algo.upper()}"
+    else:
+        what = f"residual {config.algo.upper()} + {base.upper()}"
     return f"{what} ({Path(run).name})"
 
 

@@ -258,7 +258,12 @@ def check_env(
     single = envs[0].unwrapped if envs else None  # a SyncVectorEnv's first env (numpy/native vector envs: none)
     describe = getattr(single, "describe_dynamics", None)  # envs with settings worth reading (arm.py)
     report.dynamics = list(describe()) if describe is not None else []
-    if env_cfg.base_controller != "none":
+    if env_cfg.base_controller != "none" and env_cfg.residual_mode == "gains":
+        report.dynamics.append(
+            f"residual RL (gain schedule): the env runs the {env_cfg.base_controller} controller with kp and kd "
+            f"times 10 ** ({env_cfg.residual_scale:g} * the policy's 2 actions)"
+        )
+    elif env_cfg.base_controller != "none":
         report.dynamics.append(
             f"residual RL: the env adds the {env_cfg.base_controller} controller's action; the policy's action, "
             f"times {env_cfg.residual_scale:g}, is the correction (clipped to the action box)"

@@ -130,7 +130,13 @@ class EnvConfig:
     so training starts at the controller's score. ``rlpilot export`` writes base + residual as one
     policy. Arm envs (``rlpilot/ReacherTrack-v0``, ``Reacher-v5``) only."""
     residual_scale: float = positive(0.2)
-    """Residual RL: action units the policy can add to the base controller's output (actions are in [-1, 1])."""
+    """Residual RL: action units the policy can add to the base controller's output (actions are in [-1, 1]);
+    with ``residual_mode=gains``, decades the policy can move each gain (1.0: kp and kd from 1/10 to 10 times
+    the tuned ones)."""
+    residual_mode: str = one_of("add", "add", "gains")
+    """Residual RL: ``add``: the policy's action is added to the base controller's output; ``gains``: the policy
+    schedules the base controller's kp and kd, each times ``10 ** (residual_scale * action)`` (its 2 actions;
+    the env always receives a PD/PID law's output). Action 0 is the base controller exactly, in both."""
     frame_skip: int = positive(1)
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""

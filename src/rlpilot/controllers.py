@@ -83,13 +83,33 @@ class ReacherPD:
     kd: float = PID_GAINS["kd"]
     """Torque per rad/s of joint velocity (damping injected on top of the joints' own)."""
 
-    def __call__(self, observation: torch.Tensor) -> torch.Tensor:
+    def __call__(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
         q1 = torch.atan2(observation[:, 2], observation[:, 0])
         q2 = torch.atan2(observation[:, 3], observation[:, 1])
         q1_des, q2_des = inverse_kinematics(observation[:, 4], observation[:, 5], elbow_hint=q2)
         error = torch.stack([wrap_angle(q1_des - q1), q2_des - q2], dim=-1)
-        torque = self.kp * error - self.kd * observation[:, 6:8]
+        kp, kd = scheduled_gains(self.kp, self.kd, gains)
+        torque = kp * error - kd * observation[:, 6:8]
         return torque.clamp(-1.0, 1.0)
+
+
+def scheduled_gains(kp: float, kd: float, gains: torch.Tensor | None):
+    """``(kp, kd)`` times a gain-scheduling policy's multipliers (``gains[:, 0]`` for kp, ``gains[:, 1]`` for
+    kd, one row per env; ``None``: the fixed gains)."""
+    if gains is None:
+        return kp, kd
+    return kp * gains[:, 0:1], kd * gains[:, 1:2]
+
+
+RESIDUAL_MODES = ("add", "gains")
+"""How a residual policy's action enters the base controller (``env.residual_mode``): ``add``: added to its
+output, ``clip(base(obs) + scale * action)``; ``gains``: its kp and kd multiplied by ``10 ** (scale * action)``
+(``scale`` in decades), a gain schedule. Both are the base controller exactly at action 0."""
+
+
+def gain_multipliers(action: torch.Tensor, decades: float) -> torch.Tensor:
+    """``10 ** (decades * action)``, per env and gain: exactly 1 where the action is 0."""
+    return torch.exp(action * (decades * math.log(10.0)))
 
 
 def joint_velocity(q1: torch.Tensor, q2: torch.Tensor, velocity: torch.Tensor, damping: float = 0.01) -> torch.Tensor:
@@ -139,9 +159,10 @@ class TrackPD:
         angle = torch.stack([wrap_angle(q1_des - q1), q2_des - q2], dim=-1)
         return angle, dq_des - observation[:, 4:6]
 
-    def __call__(self, observation: torch.Tensor) -> torch.Tensor:
+    def __call__(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
         angle, rate = self.errors(observation)
-        return (self.kp * angle + self.kd * rate).clamp(-1.0, 1.0)
+        kp, kd = scheduled_gains(self.kp, self.kd, gains)
+        return (kp * angle + kd * rate).clamp(-1.0, 1.0)
 
 
 @dataclass
@@ -167,23 +188,26 @@ class TrackPID(TrackPD):
     state_size = 2
     """Numbers of state per env: the integral of each joint's angle error."""
 
-    def step(self, observation: torch.Tensor, integral: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(
+        self, observation: torch.Tensor, integral: torch.Tensor, gains: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One step as a pure function: ``(action, next integral)`` from the observation and the integral so
         far (zeros at the start of an episode). What :meth:`__call__` does, and what an exported artifact
         runs with the integral as an input and an output."""
         angle, rate = self.errors(observation)
-        unsaturated = self.kp * angle + self.kd * rate + self.ki * integral
+        kp, kd = scheduled_gains(self.kp, self.kd, gains)  # a gain schedule scales kp and kd; ki stays
+        unsaturated = kp * angle + kd * rate + self.ki * integral
         winding = (unsaturated.abs() >= 1.0) & (torch.sign(unsaturated) == torch.sign(angle))
         integral = torch.where(winding, integral, integral + angle * self.dt)
         if self.ki > 0:
             limit = self.integral_limit / self.ki
             integral = integral.clamp(-limit, limit)
-        return (self.kp * angle + self.kd * rate + self.ki * integral).clamp(-1.0, 1.0), integral
+        return (kp * angle + kd * rate + self.ki * integral).clamp(-1.0, 1.0), integral
 
-    def __call__(self, observation: torch.Tensor) -> torch.Tensor:
+    def __call__(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
         if self.integral is None or self.integral.shape != (observation.shape[0], self.state_size):
             self.integral = observation.new_zeros(observation.shape[0], self.state_size)
-        action, self.integral = self.step(observation, self.integral)
+        action, self.integral = self.step(observation, self.integral, gains)
         return action
 
 
@@ -193,7 +217,8 @@ class ControllerModule(torch.nn.Module):
     Stateless controllers (PD): ``forward(observation) -> action``. Stateful ones (the PID's integral):
     ``forward(observation, state) -> (action, next state)``, the controller's :meth:`step` as a pure function,
     so the artifact carries no hidden state: the caller feeds each output state back in and starts every
-    episode from zeros (``state_size`` numbers per env)."""
+    episode from zeros (``state_size`` numbers per env). ``gains`` (optional, last): a gain schedule's kp and kd
+    multipliers per env (:func:`gain_multipliers`)."""
 
     def __init__(self, controller):
         super().__init__()
@@ -204,10 +229,10 @@ class ControllerModule(torch.nn.Module):
     def stateful(self) -> bool:
         return self.state_size > 0
 
-    def forward(self, observation: torch.Tensor, state: torch.Tensor | None = None):
+    def forward(self, observation: torch.Tensor, state: torch.Tensor | None = None, gains: torch.Tensor | None = None):
         if not self.stateful:
-            return self.controller(observation)
-        return self.controller.step(observation, state)
+            return self.controller(observation, gains)
+        return self.controller.step(observation, state, gains)
 
 
 def random_policy(vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlpilot.controllers import gain_multipliers
 from rlpilot.envs import observation_reader, to_numpy
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
@@ -46,6 +47,7 @@ class DeployedPolicy(nn.Module):
         *,
         base: nn.Module | None = None,
         residual_scale: float = 1.0,
+        residual_mode: str = "add",
         bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
         super().__init__()
@@ -57,6 +59,7 @@ class DeployedPolicy(nn.Module):
         self.base = base
         self.state_size = int(getattr(base, "state_size", 0))
         self.residual_scale = float(residual_scale)
+        self.gain_schedule = residual_mode == "gains"
         low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
         self.register_buffer("low", torch.as_tensor(low).detach().clone().float())
         self.register_buffer("high", torch.as_tensor(high).detach().clone().float())
@@ -65,6 +68,12 @@ class DeployedPolicy(nn.Module):
         action = self.greedy((observation - self.loc) / self.scale)
         if self.base is None:
             return action
+        if self.gain_schedule:  # the policy scales the base's kp and kd (env.residual_mode=gains)
+            gains = gain_multipliers(action, self.residual_scale)
+            if not self.state_size:
+                return self._clip(self.base(observation, None, gains))
+            base_action, next_state = self.base(observation, state, gains)
+            return self._clip(base_action), next_state
         if not self.state_size:
             return self._clip(self.base(observation) + self.residual_scale * action)
         base_action, next_state = self.base(observation, state)
@@ -149,6 +158,7 @@ def export_run(
         obs_dim,
         base=base,
         residual_scale=config.env.residual_scale,
+        residual_mode=config.env.residual_mode,
         bounds=(action_spec.space.low, action_spec.space.high) if base is not None else None,
     ).eval()
     observations = parity_observations(policy, PARITY_OBSERVATIONS, seed)
@@ -223,8 +233,14 @@ def _signature(
             {
                 "base": config.env.base_controller,
                 "residual_scale": config.env.residual_scale,
-                "note": "the action is clip(base(observation) + residual_scale * policy(observation)): "
-                "the whole controller; play it on the plain env",
+                "residual_mode": config.env.residual_mode,
+                "note": (
+                    "the action is the base controller with kp and kd times 10 ** (residual_scale * "
+                    "policy(observation)): the whole controller; play it on the plain env"
+                    if config.env.residual_mode == "gains"
+                    else "the action is clip(base(observation) + residual_scale * policy(observation)): "
+                    "the whole controller; play it on the plain env"
+                ),
             }
             if config.env.base_controller != "none"
             else None

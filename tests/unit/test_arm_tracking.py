@@ -141,13 +141,15 @@ def test_pid_integral_winds_up_only_while_it_can_act():
     assert pid.integral[0].abs().sum() == 0 and pid.integral[1].abs().sum() > 0
 
 
-@pytest.mark.parametrize("algo", ["sac", "td3", "ppo"])
-def test_residual_at_initialisation_is_the_base_controller(algo):
+@pytest.mark.parametrize(
+    "algo,mode", [("sac", "add"), ("td3", "add"), ("ppo", "add"), ("sac", "gains"), ("ppo", "gains")]
+)
+def test_residual_at_initialisation_is_the_base_controller(algo, mode):
     from rlpilot.control.algos import build
     from rlpilot.control.evaluate import evaluate
     from rlpilot.envs import make_env
 
-    overrides = ["env.base_controller=pd", "env.backend=sync"]
+    overrides = ["env.base_controller=pd", "env.backend=sync", f"env.residual_mode={mode}", "env.residual_scale=1.0"]
     config = load_config(algo=algo, env_id=ENV_ID, overrides=overrides)
     residual_env = make_env(config.env, num_envs=4, seed=7)
     algorithm = build(config, residual_env, torch.device("cpu"))
@@ -159,6 +161,41 @@ def test_residual_at_initialisation_is_the_base_controller(algo):
     base = evaluate(plain_env, TrackPD(), episodes=4, seed=7)
     assert np.array_equal(learned.returns, base.returns)  # the same episodes, bit for bit
     assert np.array_equal(learned.final["track_rmse"], base.final["track_rmse"])
+
+
+def test_a_gain_schedule_scales_kp_and_kd_and_is_the_pd_at_zero():
+    """``env.residual_mode=gains``: the policy's 2 actions are decades of kp and kd; the env gets exactly the PD
+    law with those gains (action 0: the PD itself), never an added torque."""
+    from rlpilot.config import EnvConfig
+    from rlpilot.controllers import gain_multipliers
+    from rlpilot.envs import make_env
+
+    observation = torch.as_tensor(make().reset(seed=4)[0])[None].repeat(3, 1)
+    actions = torch.tensor([[0.0, 0.0], [-1.0, 0.0], [0.5, -0.5]])
+    gains = gain_multipliers(actions, 1.0)
+    assert torch.equal(gains[0], torch.ones(2)) and gains[1].tolist() == pytest.approx([0.1, 1.0])
+    scheduled = TrackPD()(observation, gains)
+    assert torch.equal(scheduled[0], TrackPD()(observation)[0])
+    assert torch.allclose(scheduled[1], TrackPD(kp=1.0, kd=0.2)(observation)[0])
+    assert torch.allclose(scheduled[2], TrackPD(kp=10 * 10**0.5, kd=0.2 * 10**-0.5)(observation)[0])
+    # through the vector env: the motors get the scheduled PD's action (the last command, observed, says so)
+    env_cfg = EnvConfig(
+        id=ENV_ID,
+        backend="sync",
+        normalize_obs=False,
+        base_controller="pd",
+        residual_mode="gains",
+        residual_scale=1.0,
+        kwargs={"obs_last_action": True},
+    )
+    env = make_env(env_cfg, num_envs=1, seed=4)
+    td = env.reset()
+    before = td["observation"][:, :12].clone()
+    sent = env.step(td.set("action", torch.tensor([[-1.0, 0.0]])))["next", "observation"][0, 12:]
+    assert torch.allclose(sent, TrackPD(kp=1.0, kd=0.2)(before)[0], atol=1e-6)
+    assert not torch.allclose(sent, TrackPD()(before)[0], atol=1e-3)
+    with pytest.raises(Exception, match="residual_mode"):
+        load_config(algo="sac", env_id=ENV_ID, overrides=["env.residual_mode=torque"])
 
 
 def test_check_shows_the_disturbances_and_the_base():

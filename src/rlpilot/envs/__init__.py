@@ -106,7 +106,10 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
         from rlpilot.envs.residual import ResidualVectorEnv
 
         vector_env = ResidualVectorEnv(
-            vector_env, base_controller(env_cfg.base_controller, env_cfg.id), env_cfg.residual_scale
+            vector_env,
+            base_controller(env_cfg.base_controller, env_cfg.id),
+            env_cfg.residual_scale,
+            env_cfg.residual_mode,
         )
     return vector_env
 

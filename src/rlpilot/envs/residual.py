@@ -1,9 +1,13 @@
-"""Residual RL: a classical controller inside the vector env, the policy's action added to its output.
+"""Residual RL: a classical controller inside the vector env, the policy's action a correction to it.
 
-``clip(base(observation) + scale * action, low, high)`` is what the env receives; the policy sees the
-same observations as the base controller and learns only the correction (Silver et al. 2018, "Residual
-Policy Learning"; Johannink et al. 2019). The base is computed for the whole batch in one call per step,
-and a stateful base (PID) is reset for exactly the envs that start a new episode.
+``mode="add"``: ``clip(base(observation) + scale * action, low, high)`` is what the env receives; the policy
+learns only the correction (Silver et al. 2018, "Residual Policy Learning"; Johannink et al. 2019).
+``mode="gains"``: the policy schedules the base controller's gains instead, kp and kd times
+``10 ** (scale * action)`` (a gain schedule learned by RL): the env always receives a PD/PID law's action,
+so an imprecise policy costs a slightly different gain, not a torque error. Either way the policy sees the
+same observations as the base controller, and action 0 is the base controller exactly. The base is computed
+for the whole batch in one call per step, and a stateful base (PID) is reset for exactly the envs that start
+a new episode.
 """
 
 from __future__ import annotations
@@ -12,16 +16,23 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlpilot.controllers import RESIDUAL_MODES, gain_multipliers
 from rlpilot.errors import UserError
 
 
 class ResidualVectorEnv(gym.vector.VectorWrapper):
-    def __init__(self, env: gym.vector.VectorEnv, controller, scale: float):
+    def __init__(self, env: gym.vector.VectorEnv, controller, scale: float, mode: str = "add"):
         super().__init__(env)
         space = env.single_action_space
         if not isinstance(space, gym.spaces.Box):
             raise UserError("env.base_controller: residual RL needs continuous (Box) actions")
-        self.controller, self.scale = controller, float(scale)
+        if mode not in RESIDUAL_MODES:
+            raise UserError(f"env.residual_mode: one of {', '.join(RESIDUAL_MODES)}, got {mode!r}")
+        if mode == "gains" and space.shape != (2,):
+            raise UserError(
+                f"env.residual_mode=gains: the policy's 2 actions scale kp and kd; this env has {space.shape}"
+            )
+        self.controller, self.scale, self.mode = controller, float(scale), mode
         self.low, self.high = env.action_space.low, env.action_space.high
         self._observation: np.ndarray | None = None
 
@@ -38,9 +49,14 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         return observation, info
 
     def step(self, actions):
+        observation = torch.as_tensor(self._observation, dtype=torch.float32)
         with torch.no_grad():  # the base for the whole batch, from the observations the policy acted on
-            base = self.controller(torch.as_tensor(self._observation, dtype=torch.float32)).numpy()
-        total = np.clip(base + self.scale * np.asarray(actions), self.low, self.high)
+            if self.mode == "gains":
+                gains = gain_multipliers(torch.as_tensor(np.asarray(actions), dtype=torch.float32), self.scale)
+                total = np.clip(self.controller(observation, gains).numpy(), self.low, self.high)
+            else:
+                base = self.controller(observation).numpy()
+                total = np.clip(base + self.scale * np.asarray(actions), self.low, self.high)
         observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
         self._observation = np.array(observation, copy=True)
         return observation, reward, terminated, truncated, info
