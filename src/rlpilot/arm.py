@@ -31,7 +31,10 @@ uniformly at every reset), applied through the MuJoCo model at reset:
 | ``action_delay`` | steps between the action and its effect (an integer, 0 or more) | 0 |
 
 ``obs_last_action=True`` appends the last action the motors were sent (2 floats: 14 in all), which makes the
-state Markov under a one-step delay (the classical controllers read only the first 12).
+state Markov under a one-step delay (the classical controllers read only the first 12). ``obs_history=k``
+then appends, for each of the k steps before, the joint velocities measured then and the command sent before
+them (4 floats a step): what a policy needs to tell, from the motion, whether its commands act now or a step
+late (a one-step delay is otherwise invisible in a single observation).
 
 ``randomize`` names disturbances to draw from :data:`RANDOMIZE_RANGES` where no value is given:
 ``"all"``, or a list such as ``["payload", "friction"]`` (training under randomised dynamics).
@@ -97,6 +100,7 @@ class ReacherTrackEnv(ReacherEnv):
         action_delay: Any = None,
         randomize: Any = None,
         obs_last_action: bool = False,
+        obs_history: int = 0,
         **kwargs,
     ):
         if trajectory not in (*TRAJECTORIES, "mixed"):
@@ -124,6 +128,12 @@ class ReacherTrackEnv(ReacherEnv):
             self.disturbance_ranges[name] = _value(name, spec)
         self.trajectory = trajectory
         self.obs_last_action = bool(obs_last_action)
+        if not isinstance(obs_history, int) or isinstance(obs_history, bool) or obs_history < 0:
+            raise ValueError(f"obs_history: a whole number of steps (0 or more), got {obs_history!r}")
+        if obs_history and not self.obs_last_action:
+            raise ValueError("obs_history needs obs_last_action: true (the history pairs motions with commands)")
+        self.obs_history = obs_history
+        self._history: deque = deque(maxlen=max(obs_history, 1))
         self.effort_weight = float(effort_weight)
         self.episode_steps = EPISODE_STEPS
         # the episode's state (reset_model fills it), set before MujocoEnv's constructor may read it
@@ -136,7 +146,7 @@ class ReacherTrackEnv(ReacherEnv):
         self._effort = self._changes = 0.0
         self._previous_action: np.ndarray | None = None
         super().__init__(**kwargs)
-        size = 14 if self.obs_last_action else 12
+        size = (14 if self.obs_last_action else 12) + 4 * self.obs_history
         self.observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)
         model = self.model
         self._fingertip = model.body("fingertip").id
@@ -240,6 +250,7 @@ class ReacherTrackEnv(ReacherEnv):
         self._steps, self._squared_errors, self._max_error = 0, 0.0, 0.0
         self._effort, self._changes, self._previous_action = 0.0, 0.0, None
         self._delayed = deque([np.zeros(2)] * self.disturbances["action_delay"])
+        self._history.extend([np.zeros(4)] * self.obs_history)
         reference = self._now[0]
         q1, q2 = _inverse_kinematics(reference)  # start on the path (a tracking task, not a reach)
         qpos = self.init_qpos.copy()
@@ -298,7 +309,11 @@ class ReacherTrackEnv(ReacherEnv):
         tip = _forward_kinematics(q)
         parts = [np.cos(q), np.sin(q), dq, reference, velocity, tip - reference]
         if self.obs_last_action:  # the motors' last command: Markov under a one-step delay
-            parts.append(np.zeros(2) if self._previous_action is None else self._previous_action)
+            last = np.zeros(2) if self._previous_action is None else self._previous_action
+            parts.append(last)
+            if self.obs_history:  # the steps before, newest first; then this step joins them
+                parts.extend(reversed(self._history))
+                self._history.append(np.concatenate([dq, last]))
         return np.concatenate(parts).astype(np.float32)
 
 

@@ -241,3 +241,19 @@ def test_last_action_in_the_observation():
     observation, *_ = env.step(np.array([0.3, -2.0]))  # clipped to the box, as the motors get it
     assert np.allclose(observation[12:], [0.3, -1.0])
     assert TrackPD()(torch.as_tensor(observation)[None]).shape == (1, 2)  # the controllers read the first 12
+
+
+def test_observation_history_pairs_past_motions_with_commands():
+    env = gym.make(ENV_ID, obs_last_action=True, obs_history=2)
+    first, _ = env.reset(seed=0)
+    assert first.shape == (22,) and not first[14:].any()  # no past at the start of an episode
+    second, *_ = env.step(np.array([0.3, -0.2]))
+    third, *_ = env.step(np.array([-0.1, 0.4]))
+    # newest first: (dq, command before) of the previous step, then of the one before it
+    assert np.allclose(third[14:18], np.concatenate([second[4:6], second[12:14]]))
+    assert np.allclose(third[18:22], np.concatenate([first[4:6], first[12:14]]))
+    assert np.allclose(third[12:14], [-0.1, 0.4]) and np.allclose(second[12:14], [0.3, -0.2])
+    again, _ = env.reset(seed=1)
+    assert not again[14:].any()  # the history does not leak across episodes
+    with pytest.raises(ValueError, match="obs_history needs obs_last_action"):
+        gym.make(ENV_ID, obs_history=2)
