@@ -104,6 +104,26 @@ def group_row(runs: list[str], kwargs: dict, episodes: int, seed: int) -> dict:
     return row
 
 
+def reusable(path: Path, args) -> dict:
+    """An earlier result file's RL groups, checked to be measured on the same episodes and conditions."""
+    data = json.loads(path.read_text())
+    if (data["episodes"], data["seed"]) != (args.episodes, args.seed):
+        sys.exit(f"--reuse {path}: measured on {data['episodes']} episodes from seed {data['seed']}, not on these")
+    missing = set(args.conditions.split(",")) - set(data["conditions"])
+    if missing:
+        sys.exit(f"--reuse {path}: has no {', '.join(sorted(missing))} condition")
+    here = {
+        "file": str(path.resolve().relative_to(ROOT)),
+        "commit": next(line.split(": ", 1)[1][:12] for line in data["stamp"] if line.startswith("# commit:")),
+    }
+    earlier = data.get("reused", {})  # a group this file itself reused keeps where it was measured
+    return {
+        "groups": data["groups"],
+        "provenance": {name: earlier.get(name, here) for name in data["groups"]},
+        "conditions": data["conditions"],
+    }
+
+
 def run_label(run: str) -> str:
     """``residual SAC + PD (s0)`` or ``PPO (s1)``: what a run is, for the figure."""
     from rlpilot.runs import load_run
@@ -180,6 +200,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
     parser.add_argument("--gains", default=None, help="arm_gains result (default: the newest)")
+    parser.add_argument(
+        "--reuse",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="copy the RL groups of an earlier result file (same episodes and seeds) into this one, marked with "
+        "their file and commit: groups whose runs are gone need not be retrained to stay in the table",
+    )
     parser.add_argument("--out", default=None)
     parser.add_argument("--figure", metavar="RUN", help="draw the path figure for this run")
     parser.add_argument("--figure-condition", default="all")
@@ -206,14 +234,19 @@ def main() -> int:
         "seed": args.seed,
         "conditions": {},
     }
+    reused = [reusable(Path(path), args) for path in args.reuse]
     for condition in args.conditions.split(","):
         kwargs = CONDITIONS[condition]
         rows = classical_rows(gains, condition, kwargs, args.episodes, args.seed)
+        for earlier in reused:
+            for name in earlier["groups"]:
+                rows[name] = earlier["conditions"][condition][name]
         for name, runs in groups.items():
             rows[name] = group_row(runs, kwargs, args.episodes, args.seed)
         result["conditions"][condition] = rows
         print(f"{condition}: done", flush=True)
-    result["groups"] = groups
+    result["groups"] = {name: runs for earlier in reused for name, runs in earlier["groups"].items()} | groups
+    result["reused"] = {name: where for earlier in reused for name, where in earlier["provenance"].items()}
     result["stamp"] = [*stamp, *footer()]
     out = Path(args.out or ROOT / "benchmarks" / "results" / f"robot_arm_track-{time.strftime('%Y-%m-%d')}.json")
     out.write_text(json.dumps(result, indent=2) + "\n")

@@ -546,10 +546,43 @@ def robot_arm_track_table(path: Path) -> str:
             label = f"{name} ({row['runs']} runs, IQM)" if "runs" in row else name
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         blocks.append("\n".join(lines))
-    groups = "; ".join(f"{name}: {len(runs)} runs" for name, runs in data.get("groups", {}).items()) or "none"
     return "\n\n".join(blocks) + (
         f"\n\n{data['episodes']} episodes per row (seeds {data['seed']}-{data['seed'] + data['episodes'] - 1}); "
-        f"RL groups: {groups}; gains from `{data['gains']}`. " + source_line(path, data["stamp"])
+        f"RL groups: {track_groups(data)}; gains from `{data['gains']}`. " + source_line(path, data["stamp"])
+    )
+
+
+def track_groups(data: dict) -> str:
+    """The RL groups of a robot_arm_track result: runs each, and where a reused group was measured."""
+    reused = data.get("reused", {})
+    parts = []
+    for name, runs in data.get("groups", {}).items():
+        where = ""
+        if name in reused:
+            where = f", measured earlier: `{reused[name]['file']}`, commit {reused[name]['commit']}"
+        parts.append(f"{name}: {len(runs)} runs{where}")
+    return "; ".join(parts) or "none"
+
+
+def robot_arm_track_summary(path: Path) -> str:
+    """benchmarks/robot_arm_track.py at a glance: tracking RMSE (mm) and effort, every row by condition."""
+    data = json.loads(path.read_text())
+    conditions = list(data["conditions"])
+    names = list(next(iter(data["conditions"].values())))
+    lines = [
+        "| controller | " + " | ".join(conditions) + " |",
+        "|---|" + "---|" * len(conditions),
+    ]
+    for name in names:
+        cells = []
+        for condition in conditions:
+            row = data["conditions"][condition][name]
+            cells.append(f"{row['RMSE (mm)']:.3g} ({row['effort']:.2g})")
+        runs = data["conditions"][conditions[0]][name].get("runs")
+        lines.append(f"| {name}{f' ({runs} runs, IQM)' if runs else ''} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + (
+        f"\n\nTracking RMSE in mm (motor effort, mean |a|^2, in brackets); {data['episodes']} episodes per cell; "
+        "intervals and the other measures in the tables per condition below. " + source_line(path, data["stamp"])
     )
 
 
@@ -753,6 +786,7 @@ SOURCES = {
     "reacher": ("robot_arm-*.txt", reacher_table),
     "throughput_gpu": ("throughput-h200-*.txt", throughput_gpu_table),
     "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
+    "robot_arm_track_summary": ("robot_arm_track-*.json", robot_arm_track_summary),
     "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),
     "startup": ("startup-*.json", startup_table),
     "startup_line": ("startup-*.json", startup_line),
