@@ -21,6 +21,7 @@ from rlpilot.loop.trainer import train
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # the whole comparison command, ~25 s (make test-all; kept out of make test's 10 minutes)
 def test_the_arm_comparison_runs_end_to_end(tmp_path):
     pytest.importorskip("mujoco")
     overrides = ["train.total_frames=64", "sac.learning_starts=1000", "train.eval_every_frames=64"]

@@ -71,7 +71,10 @@ def test_broken_run_is_diagnosed(case, tmp_path):
     assert preset in finding.fix
 
 
-@pytest.mark.parametrize("preset, seed", [("ppo-cartpole", 0), ("dqn-cartpole", 2), ("dqn-acrobot", 0)])
+@pytest.mark.parametrize(
+    "preset, seed",
+    [("ppo-cartpole", 0), ("dqn-cartpole", 2), pytest.param("dqn-acrobot", 0, marks=pytest.mark.slow)],  # ~27 s
+)
 def test_healthy_runs_get_no_warning(preset, seed, tmp_path):
     run = train(load_config(preset, overrides=[f"train.seed={seed}"]), run_root=str(tmp_path), show_progress=False)
     assert run.status == "solved"

@@ -52,7 +52,8 @@ KINDS = {
 }
 
 
-@pytest.fixture(params=sorted(KINDS))
+# the LLM kind's kill/resume test takes ~25 s: make test-all (slow), the control kind in make test
+@pytest.fixture(params=[pytest.param(k, marks=pytest.mark.slow) if k == "llm" else k for k in sorted(KINDS)])
 def kind(request):
     return request.param
 

@@ -173,6 +173,7 @@ def test_doctor_llm_rules_fire_on_their_evidence(llm_run, tmp_path):
     assert not healthy & {"kl_blowup", "response_length_collapse"}
 
 
+@pytest.mark.slow  # LLM (make test-all; kept out of make test's 10 minutes)
 def test_gpu_benchmark_script_runs_tiny_on_cpu(tmp_path):
     """benchmarks/llm_gpu.py is run by hand on a GPU machine; --tiny keeps its code path from rotting."""
     import os

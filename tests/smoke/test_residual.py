@@ -39,9 +39,7 @@ def test_residual_run_exports_base_plus_residual_and_plays_the_same(tmp_path):
     # the artifact is clip(PD(obs) + scale * greedy(normalised obs)), computed here independently
     policy = load_policy(run_dir)
     config = load_run(run_dir).config()
-    observations = torch.as_tensor(np.random.default_rng(0).normal(size=(256, 12)), dtype=torch.float32)
-    observations[:, :4] = torch.cat([torch.cos(observations[:, :2]), torch.sin(observations[:, :2])], -1)
-    observations[:, 6:8] = observations[:, 6:8].clamp(-1, 1) * 0.1
+    observations = torch.as_tensor(make_observations(256), dtype=torch.float32)
     normalised = (observations - policy.obs_norm["loc"]) / policy.obs_norm["scale"] if policy.obs_norm else observations
     with torch.no_grad():
         expected = (TrackPD()(observations) + config.env.residual_scale * policy.algo.greedy_action(normalised)).clamp(
@@ -78,14 +76,19 @@ def deploy_onnx(artifact: Path, *, episodes: int) -> str:
     return out.stdout
 
 
-def test_a_pid_residual_exports_with_its_integral_as_state_and_plays_the_same(tmp_path):
+@pytest.mark.slow  # 3 formats, eval and deploy, ~80 s; the PD residual's export is fast (make test-all)
+def test_a_pid_gain_schedule_exports_with_its_integral_as_state_and_plays_the_same(tmp_path):
     """The PID base keeps an integral: the artifact takes (observation, state) and returns (action,
     next_state) in every format; eval carries the state (zeros each episode) and plays the run's episodes the
-    same way; examples/deploy_onnx.py feeds the state back, without torch."""
+    same way; examples/deploy_onnx.py feeds the state back, without torch. The policy schedules the PID's gains
+    (env.residual_mode=gains): the artifact is the PID with kp and kd times 10 ** (scale * policy), checked
+    against that formula computed here."""
+    from rlpilot.controllers import TrackPID, gain_multipliers
     from rlpilot.play.load import StatefulArtifact, load_artifact
 
     run_dir = tmp_path / "run"
     tiny = [a.replace("env.base_controller=pd", "env.base_controller=pid") for a in TINY]
+    tiny += ["--set", "env.residual_mode=gains", "--set", "env.residual_scale=1.0"]
     result = run_cli("train", "sac", "rlpilot/ReacherTrack-v0", *tiny, "--run-dir", run_dir, "-q", timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     for fmt, name in (("onnx", "policy.onnx"), ("pt2", "policy.pt2"), ("torchscript", "policy.ts.pt")):
@@ -98,4 +101,26 @@ def test_a_pid_residual_exports_with_its_integral_as_state_and_plays_the_same(tm
         assert [o["name"] for o in signature["outputs"]] == ["action", "next_state"]
         assert signature["parity"]["max_abs_diff"] < 1e-4, fmt
         assert_artifact_plays_like_the_run(run_dir, artifact)
+    policy, config = load_policy(run_dir), load_run(run_dir).config()
+    observations = torch.as_tensor(make_observations(64), dtype=torch.float32)
+    state = torch.as_tensor(np.random.default_rng(1).normal(scale=0.05, size=(64, 2)), dtype=torch.float32)
+    normalised = (observations - policy.obs_norm["loc"]) / policy.obs_norm["scale"] if policy.obs_norm else observations
+    with torch.no_grad():
+        gains = gain_multipliers(policy.algo.greedy_action(normalised), config.env.residual_scale)
+        expected, expected_state = TrackPID().step(observations, state, gains)
+    session = ort.InferenceSession(str(tmp_path / "onnx" / "policy.onnx"))
+    exported, exported_state = session.run(None, {"observation": observations.numpy(), "state": state.numpy()})
+    assert (
+        np.abs(exported - expected.numpy()).max() < 1e-4
+        and np.abs(exported_state - expected_state.numpy()).max() < 1e-5
+    )
+    assert not torch.equal(gains, torch.ones_like(gains))  # the schedule moved the gains
     assert "mean return over 1 episodes" in deploy_onnx(tmp_path / "onnx" / "policy.onnx", episodes=1)
+
+
+def make_observations(rows: int) -> np.ndarray:
+    """Arm observations with valid cos/sin pairs and modest velocities."""
+    observations = np.random.default_rng(0).normal(size=(rows, 12))
+    observations[:, :4] = np.concatenate([np.cos(observations[:, :2]), np.sin(observations[:, :2])], -1)
+    observations[:, 6:8] = observations[:, 6:8].clip(-1, 1) * 0.1
+    return observations

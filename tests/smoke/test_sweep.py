@@ -45,6 +45,7 @@ def test_iqm_and_bootstrap_by_hand():
     assert low == high == 1.0
 
 
+@pytest.mark.slow  # ~25 s (make test-all; kept out of make test's 10 minutes)
 def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     out = tmp_path / "sweep"
     args = [
@@ -84,6 +85,7 @@ def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     assert len(statuses) == 4 and set(statuses) <= {"finished", "solved"}
 
 
+@pytest.mark.slow  # a local Ray cluster, ~30 s (make test-all; kept out of make test's 10 minutes)
 @pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two test workers)
 def test_sweep_on_a_local_ray_cluster_stays_on_loopback(tmp_path):
     ray = pytest.importorskip("ray")
@@ -105,6 +107,7 @@ def test_sweep_on_a_local_ray_cluster_stays_on_loopback(tmp_path):
         assert row["final_mean"] == pytest.approx(finals.mean())
 
 
+@pytest.mark.slow  # ~30 s (make test-all; kept out of make test's 10 minutes)
 def test_bench_writes_its_table_between_markers(tmp_path):
     from rlpilot.sweep import run_bench
 

@@ -107,6 +107,7 @@ def test_killed_study_continues_and_reruns_nothing_finished(tmp_path):
     assert sqlite3.connect(out / "study.db").execute("select count(*) from trials").fetchone()[0] == before
 
 
+@pytest.mark.slow  # two processes, ~35 s (make test-all; kept out of make test's 10 minutes)
 def test_two_processes_share_one_study_and_run_no_trial_twice(tmp_path):
     out = tmp_path / "study"
     run_cli(*tune_args(out, trials=1, budget=QUICK), timeout=300)  # creates the study (and its first trial)
@@ -173,6 +174,7 @@ def test_two_processes_share_a_postgresql_study(tmp_path):
         assert sum((tmp_path / f"host{i}" / "trials" / trial.user_attrs["run_key"]).exists() for i in range(2)) == 1
 
 
+@pytest.mark.slow  # MLflow, ~25 s (make test-all; kept out of make test's 10 minutes)
 def test_mlflow_logger_of_a_run_and_trials_of_a_study(tmp_path, monkeypatch):
     """The `mlflow` train logger (TorchRL's get_logger) writes a local MLflow store an MLflow client reads back,
     and `tune --mlflow` logs each trial as an MLflow run."""
@@ -204,6 +206,7 @@ def test_mlflow_logger_of_a_run_and_trials_of_a_study(tmp_path, monkeypatch):
         assert logged.data.metrics["objective_frames"] == trial.value
 
 
+@pytest.mark.slow  # a local Ray cluster, ~37 s (make test-all; kept out of make test's 10 minutes)
 @pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two test workers)
 def test_workers_as_ray_tasks_on_a_local_cluster(tmp_path):
     """`--ray local`: two Ray tasks share the study through its SQLite storage (listeners on loopback)."""
