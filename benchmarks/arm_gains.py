@@ -4,7 +4,11 @@ A grid over kp x kd (PD with velocity feed-forward), then ki on the best PD gain
 scored by mean return (tracking error plus the effort penalty, the reward the RL policies get) over
 episodes on seeds 0-31 (evaluation in benchmarks/robot_arm.py uses 12345+: disjoint). Tuned once on the
 nominal arm (the gains the controllers ship with, ``rlpilot.controllers.TRACK_GAINS``), and once per
-disturbed condition (the "oracle" rows: gains re-tuned for a condition the engineer could not know).
+disturbed condition (the "oracle" rows: gains re-tuned for a condition the engineer could not know), and once
+on randomised dynamics (``ROBUST``: every disturbance drawn from its randomisation range at each episode, as
+the RL policies are trained): the fixed gains a careful engineer picks for an arm whose payload, friction,
+motors, sensors and delay are only known within ranges; the classical counterpart of training under
+randomised dynamics.
 
     python benchmarks/arm_gains.py [--out benchmarks/results/arm_gains-DATE.json]
 """
@@ -41,6 +45,7 @@ CONDITIONS: dict[str, dict] = {
     "delay": {"action_delay": 1},
     "all": {"payload": 3.0, "friction": 6.0, "gain": 0.7, "obs_noise": 0.005, "action_delay": 1},
 }
+ROBUST: dict = {"randomize": "all"}  # tuning only: the "robust" gains (not an evaluation condition)
 KP = (0.3, 1.0, 3.0, 10.0, 30.0)
 KD = (0.05, 0.1, 0.2, 0.5, 1.0)
 KI = (0.0, 1.0, 5.0, 20.0)
@@ -82,8 +87,8 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(1)
     stamp = header()
-    result = {"conditions": CONDITIONS, "tuning_seeds": f"0-{TUNING_SEEDS - 1}", "gains": {}}
-    for name, kwargs in CONDITIONS.items():
+    result = {"conditions": CONDITIONS, "robust": ROBUST, "tuning_seeds": f"0-{TUNING_SEEDS - 1}", "gains": {}}
+    for name, kwargs in {**CONDITIONS, "robust": ROBUST}.items():
         started = time.perf_counter()
         result["gains"][name] = tune(kwargs)
         gains = result["gains"][name]

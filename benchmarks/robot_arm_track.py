@@ -81,9 +81,20 @@ def play_run(run: str, kwargs: dict, episodes: int, seed: int) -> dict[str, floa
 
 def classical_rows(gains: dict, condition: str, kwargs: dict, episodes: int, seed: int) -> dict[str, dict]:
     oracle = gains["gains"][condition]
-    return {
+    rows = {
         "PD (nominal gains)": play_controller(TrackPD(**TRACK_GAINS), kwargs, episodes, seed),
         "PID (nominal gains)": play_controller(TrackPID(**TRACK_PID_GAINS), kwargs, episodes, seed),
+    }
+    robust = gains["gains"].get("robust")  # tuned on randomised dynamics (arm_gains.ROBUST), where measured
+    if robust is not None:
+        rows["PD robust (gains for randomised dynamics)"] = play_controller(
+            TrackPD(kp=robust["pd"]["kp"], kd=robust["pd"]["kd"]), kwargs, episodes, seed
+        )
+        rows["PID robust (gains for randomised dynamics)"] = play_controller(
+            TrackPID(kp=robust["pid"]["kp"], kd=robust["pid"]["kd"], ki=robust["pid"]["ki"]), kwargs, episodes, seed
+        )
+    return {
+        **rows,
         "PD oracle (gains for this condition)": play_controller(
             TrackPD(kp=oracle["pd"]["kp"], kd=oracle["pd"]["kd"]), kwargs, episodes, seed
         ),

@@ -510,7 +510,10 @@ def arm_gains_table(path: Path) -> str:
     ]
     for name, gains in data["gains"].items():
         pd, pid = gains["pd"], gains["pid"]
-        disturbance = ", ".join(f"{k} {v:g}" for k, v in data["conditions"][name].items()) or "none"
+        if name == "robust":  # tuned on randomised dynamics: every disturbance drawn per episode
+            disturbance = "randomised: each disturbance drawn from its range per episode"
+        else:
+            disturbance = ", ".join(f"{k} {v:g}" for k, v in data["conditions"][name].items()) or "none"
         lines.append(
             f"| {name} | {disturbance} | {pd['kp']:g}, {pd['kd']:g} | {pd['score']:.3f} | "
             f"{pid['kp']:g}, {pid['kd']:g}, {pid['ki']:g} | {pid['score']:.3f} |"
