@@ -186,11 +186,11 @@ def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
     learned = trace(target.policy_for, lambda: target.make_env(num_envs=1, seed=seed))
     figure = Figure(figsize=(10, 5))
     FigureCanvasAgg(figure)
-    for axis, (name, (reference, tip, rmse)) in zip(
-        figure.subplots(1, 2), (("PD, nominal gains", pd), (run_label(run), learned))
+    for index, (axis, (name, (reference, tip, rmse))) in enumerate(
+        zip(figure.subplots(1, 2), (("PD, nominal gains", pd), (run_label(run), learned)))
     ):
         axis.plot(reference[:, 0], reference[:, 1], "k--", lw=1.5, label="reference")
-        axis.plot(tip[:, 0], tip[:, 1], color="C0" if "PD" in name else "C2", lw=1.2, label="fingertip")
+        axis.plot(tip[:, 0], tip[:, 1], color="C0" if index == 0 else "C2", lw=1.2, label="fingertip")
         axis.plot(*tip[0], "o", color="C1", label="start")
         axis.set_title(f"{name}: RMSE {rmse * 1000:.1f} mm")
         axis.set_aspect("equal")
