@@ -17,19 +17,21 @@ from rlpilot.loop.trainer import train  # noqa: E402
 from rlpilot.play.episodes import evaluate_target  # noqa: E402
 
 
-@pytest.mark.slow  # ~45 s; the gain schedule's test below is the fast one (make test-all)
-def test_residual_sac_improves_on_the_pd_under_a_delay(tmp_path):
-    overrides = [
-        "env.kwargs={action_delay: 1}",
-        "train.total_frames=12000",
-        "train.eval_every_frames=6000",
-        "train.seed=0",
-    ]
+def learned_and_pd(tmp_path, preset: str, env_kwargs: str, *, frames: int):
+    """Train ``preset`` (seed 0) under ``env_kwargs`` for ``frames``; its greedy policy and the nominal PD on the
+    same 16 held-out episodes."""
+    overrides = [f"env.kwargs={env_kwargs}", f"train.total_frames={frames}", f"train.eval_every_frames={frames // 2}"]
     run = train(
-        load_config("sac-reacher-track-residual", overrides=overrides), run_root=str(tmp_path), show_progress=False
+        load_config(preset, overrides=[*overrides, "train.seed=0"]), run_root=str(tmp_path), show_progress=False
     )
     learned, _, _ = evaluate_target(run.path, episodes=16, seed=12345, csv_path=tmp_path / "learned.csv")
     pd, _, _ = evaluate_target(run.path, episodes=16, seed=12345, csv_path=tmp_path / "pd.csv", controller="pd")
+    return learned, pd
+
+
+@pytest.mark.slow  # ~45 s; the gain schedule's test below is the fast one (make test-all)
+def test_residual_sac_improves_on_the_pd_under_a_delay(tmp_path):
+    learned, pd = learned_and_pd(tmp_path, "sac-reacher-track-residual", "{action_delay: 1}", frames=12000)
     assert pd.mean < -30  # the delayed PD oscillates (the premise)
     assert learned.mean > 0.85 * pd.mean, (learned.mean, pd.mean)
     assert learned.final["motor_effort"].mean() < pd.final["motor_effort"].mean()
@@ -42,17 +44,9 @@ def test_a_learned_gain_schedule_tames_the_delayed_pd(tmp_path):
     Seen here (seed 0): 4.6 mm against the PD's 138 mm after 8k frames (~35 s); at 2k frames, before the first
     update, the schedule is the PD's: 145 mm.
     """
-    overrides = [
-        "env.kwargs={action_delay: 1, obs_last_action: true}",
-        "train.total_frames=8000",
-        "train.eval_every_frames=4000",
-        "train.seed=0",
-    ]
-    run = train(
-        load_config("sac-reacher-track-gains", overrides=overrides), run_root=str(tmp_path), show_progress=False
+    learned, pd = learned_and_pd(
+        tmp_path, "sac-reacher-track-gains", "{action_delay: 1, obs_last_action: true}", frames=8000
     )
-    learned, _, _ = evaluate_target(run.path, episodes=16, seed=12345, csv_path=tmp_path / "learned.csv")
-    pd, _, _ = evaluate_target(run.path, episodes=16, seed=12345, csv_path=tmp_path / "pd.csv", controller="pd")
     assert pd.final["track_rmse"].mean() > 0.1  # the delayed PD oscillates (the premise): ~140 mm
     assert learned.final["track_rmse"].mean() < 0.25 * pd.final["track_rmse"].mean()
     assert learned.final["motor_effort"].mean() < pd.final["motor_effort"].mean()
