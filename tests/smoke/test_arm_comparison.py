@@ -41,6 +41,8 @@ def test_the_arm_comparison_runs_end_to_end(tmp_path):
         assert list(rows) == [
             "PD (nominal gains)",
             "PID (nominal gains)",
+            "PD robust (gains for randomised dynamics)",
+            "PID robust (gains for randomised dynamics)",
             "PD oracle (gains for this condition)",
             "PID oracle (gains for this condition)",
             "residual SAC on PD",
@@ -54,6 +56,9 @@ def test_the_arm_comparison_runs_end_to_end(tmp_path):
         data["conditions"]["delay"]["PD (nominal gains)"]["RMSE (mm)"]
         > 10 * (data["conditions"]["nominal"]["PD (nominal gains)"]["RMSE (mm)"])
     )
+    # the robust gains (kp 1) survive the delay that the nominal ones (kp 10) do not
+    robust = data["conditions"]["delay"]["PD robust (gains for randomised dynamics)"]["RMSE (mm)"]
+    assert robust < data["conditions"]["delay"]["PD (nominal gains)"]["RMSE (mm)"] / 10
     assert "**delay**" in done.stdout and "| residual SAC on PD (1 runs, IQM) |" in done.stdout
     assert data["stamp"], "the result file is stamped"
     drawn = subprocess.run(
