@@ -52,8 +52,7 @@ KINDS = {
 }
 
 
-# the LLM kind's kill/resume test takes ~25 s: make test-all (slow), the control kind in make test
-@pytest.fixture(params=[pytest.param(k, marks=pytest.mark.slow) if k == "llm" else k for k in sorted(KINDS)])
+@pytest.fixture(params=sorted(KINDS))
 def kind(request):
     return request.param
 
@@ -142,6 +141,8 @@ def evaluated_since_resume(run_dir: Path) -> bool:
     return "resume" in kinds and "eval" in kinds[len(kinds) - kinds[::-1].index("resume") :]
 
 
+# the LLM kind of this test takes ~25 s: make test-all (slow); the control kind runs in make test
+@pytest.mark.parametrize("kind", ["control", pytest.param("llm", marks=pytest.mark.slow)])
 def test_sigkill_and_sigterm_then_resume_on_the_same_curve(kind, tmp_path):
     run_dir = tmp_path / "run"
     preset, base, _ = KINDS[kind]
