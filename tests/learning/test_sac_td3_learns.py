@@ -57,14 +57,13 @@ def test_td3_learns_reacher(tmp_path):
 
 @pytest.mark.slow
 def test_sac_learns_lunarlander_continuous(tmp_path):
-    """sac-lunarlander-continuous on seed 100 (tuned on seed 0 only). It does not solve (>= 200) within 254k
-    frames on that seed (2026-12-01, docs/results.md "LunarLanderContinuous-v3": best greedy 161 at 170k), so
-    this checks the learning it does show within 200k frames: a best greedy mean of 100 or more (its first
-    evaluation reads about -295: crashing). ~22 minutes on this 2-core machine."""
+    """sac-lunarlander-continuous on seed 100 (tuned on seed 0 only) solves (greedy mean >= 200 over the preset's
+    evaluation) within the preset's 500k-frame budget. Seen 2026-12-01: not solved at 254k frames (best 161 at
+    170k), solved at 300k frames (229.8) in 2,885 s of one core with the other busy; docs/sac-td3.md. The longest
+    test of make test-all (up to about an hour)."""
     pytest.importorskip("Box2D")
-    overrides = ["train.seed=100", "train.total_frames=200000"]
-    config = load_config("sac-lunarlander-continuous", overrides=overrides)
+    config = load_config("sac-lunarlander-continuous", overrides=["train.seed=100"])
     run = train(config, run_root=str(tmp_path), show_progress=False)
-    assert run.best_eval >= 100, run.meta()
+    assert run.best_eval >= 200, run.meta()
     diagnosis = diagnose(run.path)
     assert diagnosis.errors == 0, diagnosis.render()
