@@ -79,29 +79,25 @@ def play_run(run: str, kwargs: dict, episodes: int, seed: int) -> dict[str, floa
         env.close()
 
 
+def tuned(entry: dict) -> tuple[TrackPD, TrackPID]:
+    """The PD and the PID with one arm_gains entry's gains (``{"pd": {...}, "pid": {...}}``)."""
+    pd, pid = entry["pd"], entry["pid"]
+    return TrackPD(kp=pd["kp"], kd=pd["kd"]), TrackPID(kp=pid["kp"], kd=pid["kd"], ki=pid["ki"])
+
+
 def classical_rows(gains: dict, condition: str, kwargs: dict, episodes: int, seed: int) -> dict[str, dict]:
-    oracle = gains["gains"][condition]
-    rows = {
-        "PD (nominal gains)": play_controller(TrackPD(**TRACK_GAINS), kwargs, episodes, seed),
-        "PID (nominal gains)": play_controller(TrackPID(**TRACK_PID_GAINS), kwargs, episodes, seed),
+    controllers = {
+        "PD (nominal gains)": TrackPD(**TRACK_GAINS),
+        "PID (nominal gains)": TrackPID(**TRACK_PID_GAINS),
     }
-    robust = gains["gains"].get("robust")  # tuned on randomised dynamics (arm_gains.ROBUST), where measured
-    if robust is not None:
-        rows["PD robust (gains for randomised dynamics)"] = play_controller(
-            TrackPD(kp=robust["pd"]["kp"], kd=robust["pd"]["kd"]), kwargs, episodes, seed
-        )
-        rows["PID robust (gains for randomised dynamics)"] = play_controller(
-            TrackPID(kp=robust["pid"]["kp"], kd=robust["pid"]["kd"], ki=robust["pid"]["ki"]), kwargs, episodes, seed
-        )
-    return {
-        **rows,
-        "PD oracle (gains for this condition)": play_controller(
-            TrackPD(kp=oracle["pd"]["kp"], kd=oracle["pd"]["kd"]), kwargs, episodes, seed
-        ),
-        "PID oracle (gains for this condition)": play_controller(
-            TrackPID(kp=oracle["pid"]["kp"], kd=oracle["pid"]["kd"], ki=oracle["pid"]["ki"]), kwargs, episodes, seed
-        ),
-    }
+    if "robust" in gains["gains"]:  # tuned on randomised dynamics (arm_gains.ROBUST), where measured
+        robust_pd, robust_pid = tuned(gains["gains"]["robust"])
+        controllers["PD robust (gains for randomised dynamics)"] = robust_pd
+        controllers["PID robust (gains for randomised dynamics)"] = robust_pid
+    oracle_pd, oracle_pid = tuned(gains["gains"][condition])
+    controllers["PD oracle (gains for this condition)"] = oracle_pd
+    controllers["PID oracle (gains for this condition)"] = oracle_pid
+    return {name: play_controller(controller, kwargs, episodes, seed) for name, controller in controllers.items()}
 
 
 def group_row(runs: list[str], kwargs: dict, episodes: int, seed: int) -> dict:

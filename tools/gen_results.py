@@ -546,13 +546,17 @@ def robot_arm_track_table(path: Path) -> str:
                 if interval and interval[0] == interval[0]:  # not NaN
                     cell += f" [{interval[0]:.3g}, {interval[1]:.3g}]"
                 cells.append(cell)
-            label = f"{name} ({row['runs']} runs, IQM)" if "runs" in row else name
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+            lines.append(f"| {track_label(name, row)} | " + " | ".join(cells) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + (
         f"\n\n{data['episodes']} episodes per row (seeds {data['seed']}-{data['seed'] + data['episodes'] - 1}); "
         f"RL groups: {track_groups(data)}; gains from `{data['gains']}`. " + source_line(path, data["stamp"])
     )
+
+
+def track_label(name: str, row: dict) -> str:
+    """A robot_arm_track row's name, with its number of runs for an RL group."""
+    return f"{name} ({row['runs']} runs, IQM)" if "runs" in row else name
 
 
 def track_groups(data: dict) -> str:
@@ -581,8 +585,7 @@ def robot_arm_track_summary(path: Path) -> str:
         for condition in conditions:
             row = data["conditions"][condition][name]
             cells.append(f"{row['RMSE (mm)']:.3g} ({row['effort']:.2g})")
-        runs = data["conditions"][conditions[0]][name].get("runs")
-        lines.append(f"| {name}{f' ({runs} runs, IQM)' if runs else ''} | " + " | ".join(cells) + " |")
+        lines.append(f"| {track_label(name, data['conditions'][conditions[0]][name])} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + (
         f"\n\nTracking RMSE in mm (motor effort, mean |a|^2, in brackets); {data['episodes']} episodes per cell; "
         "intervals and the other measures in the tables per condition below. " + source_line(path, data["stamp"])

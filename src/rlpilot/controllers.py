@@ -101,7 +101,11 @@ def scheduled_gains(kp: float, kd: float, gains: torch.Tensor | None):
     return kp * gains[:, 0:1], kd * gains[:, 1:2]
 
 
-RESIDUAL_MODES = ("add", "gains")
+RESIDUAL_FORMULAS = {
+    "add": "clip(base(observation) + residual_scale * policy(observation))",
+    "gains": "the base controller with kp and kd times 10 ** (residual_scale * policy(observation))",
+}
+RESIDUAL_MODES = tuple(RESIDUAL_FORMULAS)
 """How a residual policy's action enters the base controller (``env.residual_mode``): ``add``: added to its
 output, ``clip(base(obs) + scale * action)``; ``gains``: its kp and kd multiplied by ``10 ** (scale * action)``
 (``scale`` in decades), a gain schedule. Both are the base controller exactly at action 0."""
@@ -110,6 +114,16 @@ output, ``clip(base(obs) + scale * action)``; ``gains``: its kp and kd multiplie
 def gain_multipliers(action: torch.Tensor, decades: float) -> torch.Tensor:
     """``10 ** (decades * action)``, per env and gain: exactly 1 where the action is 0."""
     return torch.exp(action * (decades * math.log(10.0)))
+
+
+def residual_terms(action: torch.Tensor, scale: float, mode: str) -> tuple[torch.Tensor | None, torch.Tensor | float]:
+    """How a residual policy's ``action`` enters the base controller: ``(gains, added)``, the env receiving
+    ``clip(base(observation, gains) + added)``. ``add``: no gains, ``scale * action`` added; ``gains``: the
+    multipliers of kp and kd (:func:`gain_multipliers`), nothing added. One place for both users: the residual
+    vector env (training, evaluation) and the exported artifact."""
+    if mode == "gains":
+        return gain_multipliers(action, scale), 0.0
+    return None, scale * action
 
 
 def joint_velocity(q1: torch.Tensor, q2: torch.Tensor, velocity: torch.Tensor, damping: float = 0.01) -> torch.Tensor:

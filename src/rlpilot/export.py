@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlpilot.controllers import gain_multipliers
+from rlpilot.controllers import RESIDUAL_FORMULAS, residual_terms
 from rlpilot.envs import observation_reader, to_numpy
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
@@ -59,7 +59,7 @@ class DeployedPolicy(nn.Module):
         self.base = base
         self.state_size = int(getattr(base, "state_size", 0))
         self.residual_scale = float(residual_scale)
-        self.gain_schedule = residual_mode == "gains"
+        self.residual_mode = residual_mode
         low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
         self.register_buffer("low", torch.as_tensor(low).detach().clone().float())
         self.register_buffer("high", torch.as_tensor(high).detach().clone().float())
@@ -68,16 +68,11 @@ class DeployedPolicy(nn.Module):
         action = self.greedy((observation - self.loc) / self.scale)
         if self.base is None:
             return action
-        if self.gain_schedule:  # the policy scales the base's kp and kd (env.residual_mode=gains)
-            gains = gain_multipliers(action, self.residual_scale)
-            if not self.state_size:
-                return self._clip(self.base(observation, None, gains))
-            base_action, next_state = self.base(observation, state, gains)
-            return self._clip(base_action), next_state
+        gains, added = residual_terms(action, self.residual_scale, self.residual_mode)
         if not self.state_size:
-            return self._clip(self.base(observation) + self.residual_scale * action)
-        base_action, next_state = self.base(observation, state)
-        return self._clip(base_action + self.residual_scale * action), next_state
+            return self._clip(self.base(observation, None, gains) + added)
+        base_action, next_state = self.base(observation, state, gains)
+        return self._clip(base_action + added), next_state
 
     def _clip(self, action: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(action, self.high), self.low)
@@ -234,13 +229,8 @@ def _signature(
                 "base": config.env.base_controller,
                 "residual_scale": config.env.residual_scale,
                 "residual_mode": config.env.residual_mode,
-                "note": (
-                    "the action is the base controller with kp and kd times 10 ** (residual_scale * "
-                    "policy(observation)): the whole controller; play it on the plain env"
-                    if config.env.residual_mode == "gains"
-                    else "the action is clip(base(observation) + residual_scale * policy(observation)): "
-                    "the whole controller; play it on the plain env"
-                ),
+                "note": f"the action is {RESIDUAL_FORMULAS[config.env.residual_mode]}: the whole controller; "
+                "play it on the plain env",
             }
             if config.env.base_controller != "none"
             else None

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlpilot.controllers import RESIDUAL_MODES, gain_multipliers
+from rlpilot.controllers import RESIDUAL_MODES, residual_terms
 from rlpilot.errors import UserError
 
 
@@ -50,13 +50,10 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
 
     def step(self, actions):
         observation = torch.as_tensor(self._observation, dtype=torch.float32)
+        action = torch.as_tensor(np.asarray(actions), dtype=torch.float32)
         with torch.no_grad():  # the base for the whole batch, from the observations the policy acted on
-            if self.mode == "gains":
-                gains = gain_multipliers(torch.as_tensor(np.asarray(actions), dtype=torch.float32), self.scale)
-                total = np.clip(self.controller(observation, gains).numpy(), self.low, self.high)
-            else:
-                base = self.controller(observation).numpy()
-                total = np.clip(base + self.scale * np.asarray(actions), self.low, self.high)
+            gains, added = residual_terms(action, self.scale, self.mode)
+            total = np.clip((self.controller(observation, gains) + added).numpy(), self.low, self.high)
         observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
         self._observation = np.array(observation, copy=True)
         return observation, reward, terminated, truncated, info
