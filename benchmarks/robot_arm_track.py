@@ -119,8 +119,9 @@ def reusable(path: Path, args) -> dict:
     missing = set(args.conditions.split(",")) - set(data["conditions"])
     if missing:
         sys.exit(f"--reuse {path}: has no {', '.join(sorted(missing))} condition")
+    where = path.resolve()
     here = {
-        "file": str(path.resolve().relative_to(ROOT)),
+        "file": str(where.relative_to(ROOT) if where.is_relative_to(ROOT) else where),
         "commit": next(line.split(": ", 1)[1][:12] for line in data["stamp"] if line.startswith("# commit:")),
     }
     earlier = data.get("reused", {})  # a group this file itself reused keeps where it was measured
@@ -246,14 +247,16 @@ def main() -> int:
         kwargs = CONDITIONS[condition]
         rows = classical_rows(gains, condition, kwargs, args.episodes, args.seed)
         for earlier in reused:
-            for name in earlier["groups"]:
+            for name in [name for name in earlier["groups"] if name not in groups]:
                 rows[name] = earlier["conditions"][condition][name]
         for name, runs in groups.items():
             rows[name] = group_row(runs, kwargs, args.episodes, args.seed)
         result["conditions"][condition] = rows
         print(f"{condition}: done", flush=True)
     result["groups"] = {name: runs for earlier in reused for name, runs in earlier["groups"].items()} | groups
-    result["reused"] = {name: where for earlier in reused for name, where in earlier["provenance"].items()}
+    result["reused"] = {  # a group measured again now (same name) is not reused
+        name: where for earlier in reused for name, where in earlier["provenance"].items() if name not in groups
+    }
     result["stamp"] = [*stamp, *footer()]
     out = Path(args.out or ROOT / "benchmarks" / "results" / f"robot_arm_track-{time.strftime('%Y-%m-%d')}.json")
     out.write_text(json.dumps(result, indent=2) + "\n")

@@ -33,7 +33,10 @@ def test_the_arm_comparison_runs_end_to_end(tmp_path):
     figure = tmp_path / "paths.png"
     command = [sys.executable, "benchmarks/robot_arm_track.py", "--episodes", "3", "--conditions", "nominal,delay"]
     group = f"residual SAC on PD={tmp_path}/runs/res-s*"
-    done = subprocess.run([*command, "--group", group, "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    again = f"again={tmp_path}/runs/res-s*"  # the same run, a second group: measured again below
+    done = subprocess.run(
+        [*command, "--group", group, "--group", again, "--out", str(out)], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())
     assert list(data["conditions"]) == ["nominal", "delay"]
@@ -46,6 +49,7 @@ def test_the_arm_comparison_runs_end_to_end(tmp_path):
             "PD oracle (gains for this condition)",
             "PID oracle (gains for this condition)",
             "residual SAC on PD",
+            "again",
         ]
         pd, residual = rows["PD (nominal gains)"], rows["residual SAC on PD"]
         assert residual["runs"] == 1
@@ -61,6 +65,19 @@ def test_the_arm_comparison_runs_end_to_end(tmp_path):
     assert robust < data["conditions"]["delay"]["PD (nominal gains)"]["RMSE (mm)"] / 10
     assert "**delay**" in done.stdout and "| residual SAC on PD (1 runs, IQM) |" in done.stdout
     assert data["stamp"], "the result file is stamped"
+    # --reuse: an earlier file's groups are carried with their provenance; a group measured again is not reused
+    out2 = tmp_path / "robot_arm_track-2099-01-02.json"
+    redone = subprocess.run(
+        [*command, "--reuse", str(out), "--group", again, "--out", str(out2)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert redone.returncode == 0, redone.stderr[-3000:]
+    data2 = json.loads(out2.read_text())
+    assert set(data2["reused"]) == {"residual SAC on PD"}
+    assert data2["reused"]["residual SAC on PD"]["file"] == str(out.resolve())  # outside the repository: its full path
+    for condition, rows in data2["conditions"].items():
+        assert list(rows)[-2:] == ["residual SAC on PD", "again"]
+        assert rows["residual SAC on PD"] == data["conditions"][condition]["residual SAC on PD"]
+        assert rows["again"]["RMSE (mm)"] == pytest.approx(data["conditions"][condition]["again"]["RMSE (mm)"])
     drawn = subprocess.run(
         [*command[:2], "--figure", str(run.path), "--figure-condition", "delay", "--figure-out", str(figure)],
         cwd=ROOT,
