@@ -42,15 +42,15 @@ def test_sac_reaches_the_reacher_threshold(tmp_path):
 
 @pytest.mark.slow
 def test_td3_learns_reacher(tmp_path):
-    """td3-reacher on seed 100 does NOT reach -3.75 within its 200k frames (2026-12-01: best greedy -4.06 at
-    130k, then -4.4 to -5.6; docs/sac-td3.md), so this checks what it does reach: a best greedy mean of -4.5 or
-    better (uniform random actions score about -42, zero torque about -11.5, its first evaluation -9.2) and an arm
-    that ends within 3 cm of the target on the best evaluation. ~15 minutes on this 2-core machine."""
+    """td3-reacher (256-256 networks, tuned on seeds 0 and 1) solves held-out seed 100: a greedy mean of -3.75 or
+    better within its 200k frames, the arm ending within 3 cm of the target. Seen 2026-12-01: -3.47 at 60k frames,
+    729 s of one core (docs/sac-td3.md). With the earlier 64-64 networks it did not (best -4.06)."""
     pytest.importorskip("mujoco")
     run = train(load_config("td3-reacher", overrides=["train.seed=100"]), run_root=str(tmp_path), show_progress=False)
     evals = [row for row in run.metrics() if "eval/final_distance" in row]
     best = max(evals, key=lambda row: row["eval/return_mean"])
-    assert best["eval/return_mean"] >= -4.5 and best["eval/final_distance"] < 0.03, best
+    assert run.best_eval >= -3.75, run.meta()
+    assert best["eval/return_mean"] >= -3.75 and best["eval/final_distance"] < 0.03, best
     diagnosis = diagnose(run.path)
     assert diagnosis.errors == 0, diagnosis.render()
 
