@@ -1,5 +1,5 @@
-"""Reacher-v5 and LunarLanderContinuous-v3: SB3's SAC with RL Zoo's setting against rlpilot's SAC preset, frames
-and wall time to the threshold.
+"""Reacher-v5 and LunarLanderContinuous-v3: SB3's SAC (or TD3) with RL Zoo's setting against rlpilot's preset for
+the same algorithm, frames and wall time to the threshold.
 
 The rule is the preset's: a greedy evaluation of 20 episodes every 10,000 frames, after the update (SB3 through
 ``time_to_solve.learn_until_solved``, as in benchmarks/time_to_solve.py), solved at the task's threshold, within the
@@ -8,7 +8,11 @@ solved, with the frames it reached). ``--task``:
 
 - ``reacher``: Reacher-v5, solved at a mean >= -3.75 (gymnasium's threshold), 200,000 frames; SB3 with the Zoo's
   MuJoCo defaults for SAC (hyperparams/sac.yml: SB3's defaults, 10,000 warm-up steps: lr 3e-4, batch 256,
-  256-256, gamma 0.99, tau 0.005, one update per step, buffer 1M); rlpilot: ``sac-reacher``.
+  256-256, gamma 0.99, tau 0.005, one update per step, buffer 1M); rlpilot: ``sac-reacher``. ``--algo td3``:
+  the Zoo's MuJoCo defaults for TD3 (hyperparams/td3.yml, the ``mujoco-defaults`` anchor; the Zoo has no Reacher
+  entry of its own: 10,000 warm-up steps, Gaussian action noise 0.1, one update per step, lr 1e-3, batch 256,
+  400-300 networks, SB3's defaults otherwise: gamma 0.99, tau 0.005, buffer 1M, policy delay 2, target noise
+  0.2 clipped at 0.5); rlpilot: ``td3-reacher``.
 - ``lunarlander-continuous``: LunarLanderContinuous-v3, solved at >= 200, 500,000 frames (the Zoo's budget); SB3
   with the Zoo's LunarLanderContinuous entry of hyperparams/sac.yml (lr 7.3e-4, buffer 1M, batch 256, auto
   entropy, gamma 0.99, tau 0.01, one update per step, 10,000 warm-up steps, 400-300 networks); rlpilot:
@@ -22,6 +26,8 @@ and the run's own wall time to the first solve). One SB3 run a process; run two 
         --out benchmarks/results/reacher_sb3-DATE-a.txt
     python benchmarks/reacher_sb3.py --task lunarlander-continuous --seeds 100 --rlpilot-runs R100 \
         --out benchmarks/results/llc_sb3-DATE-a.txt
+    python benchmarks/reacher_sb3.py --algo td3 --seeds 100 --rlpilot-runs R100 \
+        --out benchmarks/results/reacher_td3_sb3-DATE-a.txt
 """
 
 from __future__ import annotations
@@ -42,25 +48,42 @@ TASKS = {
         "env": "Reacher-v5",
         "threshold": -3.75,
         "budget": 200_000,
-        "preset": "sac-reacher",
-        "hyperparams": {"learning_starts": 10_000},
+        "algos": {
+            "sac": {"preset": "sac-reacher", "hyperparams": {"learning_starts": 10_000}},
+            "td3": {
+                "preset": "td3-reacher",
+                "hyperparams": {
+                    "learning_starts": 10_000,
+                    "noise_std": 0.1,  # NormalActionNoise(0, 0.1) on the [-1, 1]-scaled action
+                    "train_freq": 1,
+                    "gradient_steps": 1,
+                    "learning_rate": 1e-3,
+                    "batch_size": 256,
+                    "policy_kwargs": {"net_arch": [400, 300]},
+                },
+            },
+        },
     },
     "lunarlander-continuous": {
         "env": "LunarLanderContinuous-v3",
         "threshold": 200.0,
         "budget": 500_000,
-        "preset": "sac-lunarlander-continuous",
-        "hyperparams": {
-            "learning_rate": 7.3e-4,
-            "buffer_size": 1_000_000,
-            "batch_size": 256,
-            "ent_coef": "auto",
-            "gamma": 0.99,
-            "tau": 0.01,
-            "train_freq": 1,
-            "gradient_steps": 1,
-            "learning_starts": 10_000,
-            "policy_kwargs": {"net_arch": [400, 300]},
+        "algos": {
+            "sac": {
+                "preset": "sac-lunarlander-continuous",
+                "hyperparams": {
+                    "learning_rate": 7.3e-4,
+                    "buffer_size": 1_000_000,
+                    "batch_size": 256,
+                    "ent_coef": "auto",
+                    "gamma": 0.99,
+                    "tau": 0.01,
+                    "train_freq": 1,
+                    "gradient_steps": 1,
+                    "learning_starts": 10_000,
+                    "policy_kwargs": {"net_arch": [400, 300]},
+                },
+            },
         },
     },
 }
@@ -89,38 +112,43 @@ def rlpilot_row(run: str, cap_s: float) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=sorted(TASKS), default="reacher")
+    parser.add_argument("--algo", choices=("sac", "td3"), default="sac", help="SB3's algorithm and rlpilot's preset")
     parser.add_argument("--seeds", default="100,101,102", help="comma-separated SB3 seeds, run one after another")
     parser.add_argument("--max-seconds", type=float, default=900.0, help="wall-time cap per SB3 run")
     parser.add_argument("--rlpilot-runs", nargs="*", default=[], help="finished run directories of the task's preset")
     parser.add_argument("--out", help="result file (stamped; JSON beside it)")
     args = parser.parse_args()
     task = TASKS[args.task]
+    if args.algo not in task["algos"]:
+        parser.error(f"--algo {args.algo} has no {args.task} setting here; choose from {', '.join(task['algos'])}")
+    algo = task["algos"][args.algo]
     header, lines = stamp.header(), []
     sb3 = []
     for seed in (int(s) for s in args.seeds.split(",") if s):  # --seeds "": rlpilot runs only
         r = worker_sb3(
-            "sac",
+            args.algo,
             seed,
             EVAL_EVERY,
             task["budget"],
             EPISODES,
             env_id=task["env"],
-            hyperparams=task["hyperparams"],
+            hyperparams=algo["hyperparams"],
             threshold=task["threshold"],
             max_seconds=args.max_seconds,
         )
         sb3.append({"seed": seed, **r})
-        lines.append(f"SB3 SAC seed {seed}: {json.dumps(r)}")
+        lines.append(f"SB3 {args.algo.upper()} seed {seed}: {json.dumps(r)}")
         print(lines[-1], flush=True)
     ours = [rlpilot_row(run, args.max_seconds) for run in args.rlpilot_runs]
     for r in ours:
-        lines.append(f"rlpilot {task['preset']} seed {r['seed']}: {json.dumps(r)}")
+        lines.append(f"rlpilot {algo['preset']} seed {r['seed']}: {json.dumps(r)}")
         print(lines[-1], flush=True)
     if args.out:
         data = {
             "task": args.task,
             "env": task["env"],
-            "preset": task["preset"],
+            "algo": args.algo,
+            "preset": algo["preset"],
             "threshold": task["threshold"],
             "eval_every": EVAL_EVERY,
             "budget": task["budget"],
