@@ -111,8 +111,9 @@ def group_row(runs: list[str], kwargs: dict, episodes: int, seed: int) -> dict:
     return row
 
 
-def reusable(path: Path, args) -> dict:
-    """An earlier result file's RL groups, checked to be measured on the same episodes and conditions."""
+def reusable(path: Path, args, measured: set[str]) -> dict:
+    """An earlier result file's RL groups, checked to be measured on the same episodes and conditions, less the
+    groups named in ``measured``: a group measured again now (same name) replaces the reused one."""
     data = json.loads(path.read_text())
     if (data["episodes"], data["seed"]) != (args.episodes, args.seed):
         sys.exit(f"--reuse {path}: measured on {data['episodes']} episodes from seed {data['seed']}, not on these")
@@ -125,9 +126,10 @@ def reusable(path: Path, args) -> dict:
         "commit": next(line.split(": ", 1)[1][:12] for line in data["stamp"] if line.startswith("# commit:")),
     }
     earlier = data.get("reused", {})  # a group this file itself reused keeps where it was measured
+    kept = [name for name in data["groups"] if name not in measured]
     return {
-        "groups": data["groups"],
-        "provenance": {name: earlier.get(name, here) for name in data["groups"]},
+        "groups": {name: data["groups"][name] for name in kept},
+        "provenance": {name: earlier.get(name, here) for name in kept},
         "conditions": data["conditions"],
     }
 
@@ -242,21 +244,19 @@ def main() -> int:
         "seed": args.seed,
         "conditions": {},
     }
-    reused = [reusable(Path(path), args) for path in args.reuse]
+    reused = [reusable(Path(path), args, set(groups)) for path in args.reuse]
     for condition in args.conditions.split(","):
         kwargs = CONDITIONS[condition]
         rows = classical_rows(gains, condition, kwargs, args.episodes, args.seed)
         for earlier in reused:
-            for name in [name for name in earlier["groups"] if name not in groups]:
+            for name in earlier["groups"]:
                 rows[name] = earlier["conditions"][condition][name]
         for name, runs in groups.items():
             rows[name] = group_row(runs, kwargs, args.episodes, args.seed)
         result["conditions"][condition] = rows
         print(f"{condition}: done", flush=True)
     result["groups"] = {name: runs for earlier in reused for name, runs in earlier["groups"].items()} | groups
-    result["reused"] = {  # a group measured again now (same name) is not reused
-        name: where for earlier in reused for name, where in earlier["provenance"].items() if name not in groups
-    }
+    result["reused"] = {name: where for earlier in reused for name, where in earlier["provenance"].items()}
     result["stamp"] = [*stamp, *footer()]
     out = Path(args.out or ROOT / "benchmarks" / "results" / f"robot_arm_track-{time.strftime('%Y-%m-%d')}.json")
     out.write_text(json.dumps(result, indent=2) + "\n")

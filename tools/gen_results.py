@@ -387,8 +387,8 @@ def llm_cost_table(path: Path) -> str:
 
 def reacher_sb3_table(path: Path) -> str:
     """benchmarks/reacher_sb3.py, every result file of the newest's date and kind (``reacher_sb3-*.json`` or
-    ``llc_sb3-*.json``): per seed, rlpilot's SAC preset against SB3's SAC (Zoo setting), frames and wall time to
-    the threshold or to the cap."""
+    ``llc_sb3-*.json``, ``reacher_td3_sb3-*.json``): per seed, rlpilot's preset against SB3's same algorithm (Zoo
+    setting), frames and wall time to the threshold or to the cap."""
     kind, rest = path.stem.split("-", 1)
     sources = sorted(path.parent.glob(f"{kind}-{rest[:10]}*.json"))
     sb3, ours, stamps = {}, {}, []
@@ -399,6 +399,7 @@ def reacher_sb3_table(path: Path) -> str:
         stamps.append(source_line(source, data["stamp"]))
     cap = data["max_seconds"]
     preset = data.get("preset", "sac-reacher")
+    algo = data.get("algo", "sac").upper()  # files before --algo were SAC's
 
     def cell(r: dict | None, seconds: str) -> str:
         if r is None:
@@ -410,7 +411,7 @@ def reacher_sb3_table(path: Path) -> str:
     at_cap = any(r.get("at_cap") for r in ours.values())
     extra = f" rlpilot at {cap:.0f} s of run clock |" if at_cap else ""
     lines = [
-        f"| seed | rlpilot `{preset}`: solved at | SB3 SAC, Zoo setting: solved at |{extra}",
+        f"| seed | rlpilot `{preset}`: solved at | SB3 {algo}, Zoo setting: solved at |{extra}",
         "|---|---|---|" + ("---|" if at_cap else ""),
     ]
     for seed in sorted(set(sb3) | set(ours)):
@@ -806,6 +807,7 @@ SOURCES = {
     "llm_cost": ("llm_cost-*/llm_gpu.json", llm_cost_table),
     "reacher_sb3": ("reacher_sb3-*.json", reacher_sb3_table),
     "llc_sb3": ("llc_sb3-*.json", reacher_sb3_table),
+    "reacher_td3_sb3": ("reacher_td3_sb3-*.json", reacher_sb3_table),
 }
 
 

@@ -1,5 +1,6 @@
 """SAC and TD3 swing Pendulum up (greedy mean over 20 episodes >= -200, the issue's and the benchmark's
-threshold) through the real training loop; SAC reaches the Reacher-v5 threshold and TD3 learns Reacher (slow).
+threshold) through the real training loop; SAC and TD3 reach the Reacher-v5 threshold, SAC solves
+MountainCarContinuous and LunarLanderContinuous (slow).
 
 Seed 100: the presets were tuned on seeds 0-2, so the test runs a seed they never saw (benchmarks use
 100+ too). Measured frames and seconds to solve (-200) per seed are in docs/sac-td3.md.
@@ -49,8 +50,23 @@ def test_td3_learns_reacher(tmp_path):
     run = train(load_config("td3-reacher", overrides=["train.seed=100"]), run_root=str(tmp_path), show_progress=False)
     evals = [row for row in run.metrics() if "eval/final_distance" in row]
     best = max(evals, key=lambda row: row["eval/return_mean"])
-    assert run.best_eval >= -3.75, run.meta()
-    assert best["eval/return_mean"] >= -3.75 and best["eval/final_distance"] < 0.03, best
+    assert best["eval/return_mean"] >= -3.75 and best["eval/final_distance"] < 0.03, (best, run.meta())
+    diagnosis = diagnose(run.path)
+    assert diagnosis.errors == 0, diagnosis.render()
+
+
+@pytest.mark.slow
+def test_sac_solves_mountaincar_continuous(tmp_path):
+    """sac-mountaincar-continuous (sparse: +100 at the flag) solves held-out seed 100, a greedy mean >= 90 over 10
+    episodes, within its 50k frames. Its correlated warm-up (uniform forces held 50 steps) puts the flag in the
+    replay; with fresh forces every step it never solved (docs/sac-td3.md). Seen 2026-12-01: 15k frames, 40 s of
+    one core; slow only for its ~45 s."""
+    run = train(
+        load_config("sac-mountaincar-continuous", overrides=["train.seed=100"]),
+        run_root=str(tmp_path),
+        show_progress=False,
+    )
+    assert run.status == "solved" and run.best_eval >= 90, run.meta()
     diagnosis = diagnose(run.path)
     assert diagnosis.errors == 0, diagnosis.render()
 

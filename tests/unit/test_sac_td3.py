@@ -261,6 +261,29 @@ def test_warm_up_actions_are_uniform_in_the_box(algo):
 
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_warm_up_actions_held_for_warmup_hold_steps(algo):
+    observation = torch.randn(4, 3)
+    fresh, _ = make_algo(algo, f"{algo}.learning_starts=1000")
+    steps = [fresh.act(observation)[0] for _ in range(3)]
+    assert not torch.equal(steps[0], steps[1]) and not torch.equal(steps[1], steps[2])  # default: a new draw a step
+    held, _ = make_algo(algo, f"{algo}.learning_starts=1000", f"{algo}.warmup_hold=3")
+    steps = [held.act(observation)[0] for _ in range(7)]
+    assert torch.equal(steps[0], steps[1]) and torch.equal(steps[1], steps[2])
+    assert not torch.equal(steps[2], steps[3])  # a new draw every 3rd step, for every env at once
+    assert torch.equal(steps[3], steps[5]) and not torch.equal(steps[5], steps[6])
+    assert len({tuple(step[:, 0].tolist()) for step in steps}) == 3
+    assert len(set(steps[0][:, 0].tolist())) == 4  # each env draws its own action
+    # a checkpoint taken mid-hold resumes the same held actions (loaded as a resumed run loads it)
+    saved = io.BytesIO()
+    torch.save(held.state_dict(), saved)
+    saved.seek(0)
+    restored, _ = make_algo(algo, f"{algo}.learning_starts=1000", f"{algo}.warmup_hold=3")
+    restored.load_state_dict(torch.load(saved, weights_only=True))
+    assert torch.equal(restored.act(observation)[0], held.act(observation)[0])  # step 7: still step 6's draw
+    assert torch.equal(restored.act(observation)[0], steps[6])
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_checkpoint_round_trip_continues_identically(algo):
     overrides = [f"{algo}.learning_starts=16", f"{algo}.steps_per_env=8", f"{algo}.batch_size=16"]
     agent, env = make_algo(algo, *overrides)

@@ -108,6 +108,8 @@ class OffPolicyContinuous(ABC):
         self.replay = Replay(cfg.buffer_size, device)
         self.updates = 0
         self.frames = 0
+        self.warmup_steps = 0
+        self.held: torch.Tensor | None = None
         self.guard = Guard(config.guard)
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------
@@ -115,9 +117,20 @@ class OffPolicyContinuous(ABC):
     def act(self, observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Uniform in the Box before ``learning_starts`` frames, then the algorithm's exploration."""
         if self.frames < self.cfg.learning_starts:
-            uniform = torch.rand(observation.shape[0], self.action_dim, device=observation.device)
-            return self.low + (self.high - self.low) * uniform, {}
+            return self.warmup_action(observation), {}
         return self.explore(observation), {}
+
+    def warmup_action(self, observation: torch.Tensor) -> torch.Tensor:
+        """Uniform in the Box, each drawn action held for ``warmup_hold`` env steps (all envs draw together)."""
+        if (
+            self.held is None
+            or self.held.shape[0] != observation.shape[0]
+            or self.warmup_steps % self.cfg.warmup_hold == 0
+        ):
+            uniform = torch.rand(observation.shape[0], self.action_dim, device=observation.device)
+            self.held = self.low + (self.high - self.low) * uniform
+        self.warmup_steps += 1
+        return self.held
 
     @torch.inference_mode()
     def greedy_action(self, observation: torch.Tensor) -> torch.Tensor:
@@ -205,6 +218,7 @@ class OffPolicyContinuous(ABC):
             "frames": self.frames,
             "guard": self.guard.state_dict(),
             "buffer": self.replay.state_dict() if self.config.train.checkpoint_buffer else None,
+            "warmup": {"steps": self.warmup_steps, "held": self.held},  # a resumed warm-up keeps its held actions
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -216,6 +230,8 @@ class OffPolicyContinuous(ABC):
         self.guard.load_state_dict(state["guard"])
         if state.get("buffer") is not None:
             self.replay.load_state_dict(state["buffer"])
+        warmup = state.get("warmup") or {"steps": 0, "held": None}  # checkpoints before warmup_hold have none
+        self.warmup_steps, self.held = int(warmup["steps"]), warmup["held"]
 
 
 def polyak(target: nn.Module, online: nn.Module, tau: float) -> None:
