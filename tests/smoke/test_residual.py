@@ -28,6 +28,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow  # ~54 s of CLI processes (train, export, play) on this machine; make test must stay under 10 minutes
 def test_residual_run_exports_base_plus_residual_and_plays_the_same(tmp_path):
     run_dir = tmp_path / "run"
     result = run_cli("train", "sac", "rlpilot/ReacherTrack-v0", *TINY, "--run-dir", run_dir, "-q", timeout=600)
