@@ -59,8 +59,8 @@ def test_td3_learns_reacher(tmp_path):
 def test_sac_solves_mountaincar_continuous(tmp_path):
     """sac-mountaincar-continuous (sparse: +100 at the flag) solves held-out seed 100, a greedy mean >= 90 over 10
     episodes, within its 50k frames. Its correlated warm-up (uniform forces held 50 steps) puts the flag in the
-    replay; with fresh forces every step it never solved (docs/sac-td3.md). Seen 2026-12-01: 15k frames, 40 s of
-    one core; slow only for its ~45 s."""
+    replay; with fresh forces every step it never solved (docs/sac-td3.md). Seen 2026-12-01 with this preset: solved at
+    15,008 frames (benchmarks/results/stays_solved-mcc-2026-12-01-a.txt); slow for its training time."""
     run = train(
         load_config("sac-mountaincar-continuous", overrides=["train.seed=100"]),
         run_root=str(tmp_path),
