@@ -572,7 +572,10 @@ def track_groups(data: dict) -> str:
     return "; ".join(parts) or "none"
 
 
-def robot_arm_track_summary(path: Path) -> str:
+TRACK_DETAIL = "intervals and the other measures in the tables per condition below"
+
+
+def robot_arm_track_summary(path: Path, detail: str = TRACK_DETAIL) -> str:
     """benchmarks/robot_arm_track.py at a glance: tracking RMSE (mm) and effort, every row by condition."""
     data = json.loads(path.read_text())
     conditions = list(data["conditions"])
@@ -588,9 +591,14 @@ def robot_arm_track_summary(path: Path) -> str:
             cells.append(f"{row['RMSE (mm)']:.3g} ({row['effort']:.2g})")
         lines.append(f"| {track_label(name, data['conditions'][conditions[0]][name])} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + (
-        f"\n\nTracking RMSE in mm (motor effort, mean |a|^2, in brackets); {data['episodes']} episodes per cell; "
-        "intervals and the other measures in the tables per condition below. " + source_line(path, data["stamp"])
+        f"\n\nTracking RMSE in mm (motor effort, mean |a|^2, in brackets); {data['episodes']} episodes per cell "
+        f"(seeds {data['seed']}-{data['seed'] + data['episodes'] - 1}); {detail}. " + source_line(path, data["stamp"])
     )
+
+
+def arm_schedule_tuning(path: Path) -> str:
+    """The tries behind ppo-reacher-track-gains: training seed 0, evaluated on tuning episodes."""
+    return robot_arm_track_summary(path, "training seed 0 for every RL row, one run each")
 
 
 def read_throughput(path: Path) -> tuple[str, dict[tuple[str, str, int], int]]:
@@ -794,6 +802,7 @@ SOURCES = {
     "throughput_gpu": ("throughput-h200-*.txt", throughput_gpu_table),
     "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
     "robot_arm_track_summary": ("robot_arm_track-*.json", robot_arm_track_summary),
+    "arm_schedule_tuning": ("arm_schedule_tuning-*.json", arm_schedule_tuning),
     "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),
     "startup": ("startup-*.json", startup_table),
     "startup_line": ("startup-*.json", startup_line),

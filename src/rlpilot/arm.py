@@ -34,7 +34,10 @@ uniformly at every reset), applied through the MuJoCo model at reset:
 state Markov under a one-step delay (the classical controllers read only the first 12). ``obs_history=k``
 then appends, for each of the k steps before, the joint velocities measured then and the command sent before
 them (4 floats a step): what a policy needs to tell, from the motion, whether its commands act now or a step
-late (a one-step delay is otherwise invisible in a single observation).
+late (a one-step delay is otherwise invisible in a single observation). ``obs_error_peak=d`` (0 < d < 1) appends
+one float, a peak-hold of the measured tracking error: ``max(d * previous, |fingertip - reference|)`` (m; 0
+before the episode's first observation): how far the arm has strayed lately, as an operator's error monitor
+shows it. A loop that starts to oscillate (kp too high for a delayed actuator) shows in it for ~1/(1-d) steps.
 
 ``randomize`` names disturbances to draw from :data:`RANDOMIZE_RANGES` where no value is given:
 ``"all"``, or a list such as ``["payload", "friction"]`` (training under randomised dynamics).
@@ -101,6 +104,7 @@ class ReacherTrackEnv(ReacherEnv):
         randomize: Any = None,
         obs_last_action: bool = False,
         obs_history: int = 0,
+        obs_error_peak: float = 0.0,
         **kwargs,
     ):
         if trajectory not in (*TRAJECTORIES, "mixed"):
@@ -134,6 +138,14 @@ class ReacherTrackEnv(ReacherEnv):
             raise ValueError("obs_history needs obs_last_action: true (the history pairs motions with commands)")
         self.obs_history = obs_history
         self._history: deque = deque(maxlen=max(obs_history, 1))
+        if (
+            isinstance(obs_error_peak, bool)
+            or not isinstance(obs_error_peak, (int, float))
+            or not (0.0 <= obs_error_peak < 1.0)
+        ):
+            raise ValueError(f"obs_error_peak: a decay per step in [0, 1) (0: off), got {obs_error_peak!r}")
+        self.obs_error_peak = float(obs_error_peak)
+        self._error_peak = 0.0
         self.effort_weight = float(effort_weight)
         self.episode_steps = EPISODE_STEPS
         # the episode's state (reset_model fills it), set before MujocoEnv's constructor may read it
@@ -146,7 +158,7 @@ class ReacherTrackEnv(ReacherEnv):
         self._effort = self._changes = 0.0
         self._previous_action: np.ndarray | None = None
         super().__init__(**kwargs)
-        size = (14 if self.obs_last_action else 12) + 4 * self.obs_history
+        size = (14 if self.obs_last_action else 12) + 4 * self.obs_history + (1 if self.obs_error_peak else 0)
         self.observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)
         model = self.model
         self._fingertip = model.body("fingertip").id
@@ -251,6 +263,7 @@ class ReacherTrackEnv(ReacherEnv):
         self._effort, self._changes, self._previous_action = 0.0, 0.0, None
         self._delayed = deque([np.zeros(2)] * self.disturbances["action_delay"])
         self._history.extend([np.zeros(4)] * self.obs_history)
+        self._error_peak = 0.0
         reference = self._now[0]
         q1, q2 = _inverse_kinematics(reference)  # start on the path (a tracking task, not a reach)
         qpos = self.init_qpos.copy()
@@ -314,6 +327,9 @@ class ReacherTrackEnv(ReacherEnv):
             if self.obs_history:  # the steps before, newest first; then this step joins them
                 parts.extend(reversed(self._history))
                 self._history.append(np.concatenate([dq, last]))
+        if self.obs_error_peak:  # the error monitor: a peak-hold of the measured tracking error
+            self._error_peak = max(self.obs_error_peak * self._error_peak, float(np.linalg.norm(tip - reference)))
+            parts.append(np.array([self._error_peak]))
         return np.concatenate(parts).astype(np.float32)
 
 

@@ -257,3 +257,22 @@ def test_observation_history_pairs_past_motions_with_commands():
     assert not again[14:].any()  # the history does not leak across episodes
     with pytest.raises(ValueError, match="obs_history needs obs_last_action"):
         gym.make(ENV_ID, obs_history=2)
+
+
+def test_error_peak_holds_the_largest_recent_tracking_error_and_decays():
+    env = gym.make(ENV_ID, obs_last_action=True, obs_error_peak=0.5)
+    first, _ = env.reset(seed=0)
+    assert first.shape == (15,)
+    assert np.isclose(first[14], np.linalg.norm(first[10:12]))  # the first observation: the error itself
+    peak = float(first[14])
+    for action in ([1.0, -1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]):
+        observation, *_ = env.step(np.array(action))
+        error = float(np.linalg.norm(observation[10:12]))
+        peak = max(0.5 * peak, error)
+        assert np.isclose(observation[14], peak, rtol=1e-5)
+    again, _ = env.reset(seed=1)  # no memory across episodes
+    assert np.isclose(again[14], np.linalg.norm(again[10:12]))
+    assert TrackPD()(torch.as_tensor(again)[None]).shape == (1, 2)  # the controllers read the first 12
+    for bad in (1.0, -0.1, "0.5", True):
+        with pytest.raises(ValueError, match="obs_error_peak"):
+            gym.make(ENV_ID, obs_error_peak=bad)
