@@ -3,9 +3,9 @@ once it passes a threshold (the evidence, in docs/robot-arm.md, that the observa
 tells a delayed, oscillating loop from a good one; a sketch, not a controller rlpilot ships).
 
 The rule reads only the observation's fingertip-minus-reference (floats 10-11), so it is memoryless: a loop
-pushed back to kp 10 by a small error is caught again a few steps later. Episodes 0-19 (the tuning episodes of
-benchmarks/arm_gains.py) under each evaluation condition, through the evaluation loop rlpilot uses. About a
-minute on one core per threshold.
+pushed back to kp 10 by a small error is caught again a few steps later. Episodes 0-19 (the first 20 of
+benchmarks/arm_gains.py's tuning episodes, 0-31) under each evaluation condition, through the evaluation loop
+rlpilot uses. About 20 s on one core per controller.
 
     python benchmarks/arm_error_rule.py --out benchmarks/results/arm_error_rule-DATE.txt
 """
@@ -45,20 +45,16 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     header, lines, rows = stamp.header(), [], []
-    for threshold in (float(t) for t in args.thresholds.split(",")):
-        for name, controller in (("PD (nominal gains)", TrackPD()), (f"rule, {threshold * 1000:g} mm", None)):
-            if controller is None:
-                controller = ErrorRule(threshold)
-            elif rows and rows[0]["controller"] == name:
-                continue  # the PD once
-            rmse = {
-                condition: float(play(controller, kwargs, episodes=args.episodes, seed=0).final["track_rmse"].mean())
-                * 1000
-                for condition, kwargs in CONDITIONS.items()
-            }
-            rows.append({"controller": name, "rmse_mm": rmse})
-            lines.append(f"{name:>20}: " + "  ".join(f"{c} {v:.3g}" for c, v in rmse.items()))
-            print(lines[-1], flush=True)
+    controllers = {"PD (nominal gains)": TrackPD()}
+    controllers |= {f"rule, {t * 1000:g} mm": ErrorRule(t) for t in (float(t) for t in args.thresholds.split(","))}
+    for name, controller in controllers.items():
+        rmse = {
+            condition: float(play(controller, kwargs, episodes=args.episodes, seed=0).final["track_rmse"].mean()) * 1000
+            for condition, kwargs in CONDITIONS.items()
+        }
+        rows.append({"controller": name, "rmse_mm": rmse})
+        lines.append(f"{name:>20}: " + "  ".join(f"{c} {v:.3g}" for c, v in rmse.items()))
+        print(lines[-1], flush=True)
     lines.append(f"tracking RMSE (mm), episodes 0-{args.episodes - 1} per condition")
     if args.out:
         stamp.write_result(args.out, header, lines, {"episodes": args.episodes, "seed": 0, "rows": rows})

@@ -34,10 +34,11 @@ uniformly at every reset), applied through the MuJoCo model at reset:
 state Markov under a one-step delay (the classical controllers read only the first 12). ``obs_history=k``
 then appends, for each of the k steps before, the joint velocities measured then and the command sent before
 them (4 floats a step): what a policy needs to tell, from the motion, whether its commands act now or a step
-late (a one-step delay is otherwise invisible in a single observation). ``obs_error_peak=d`` (0 < d < 1) appends
-one float, a peak-hold of the measured tracking error: ``max(d * previous, |fingertip - reference|)`` (m; 0
-before the episode's first observation): how far the arm has strayed lately, as an operator's error monitor
-shows it. A loop that starts to oscillate (kp too high for a delayed actuator) shows in it for ~1/(1-d) steps.
+late (a one-step delay is otherwise invisible in a single observation). ``obs_error_peak=d`` (0 <= d < 1;
+0, the default: off) appends one float, a peak-hold of the measured tracking error: ``max(d * previous,
+|fingertip - reference|)`` (m; 0 before the episode's first observation): how far the arm has strayed lately,
+as an operator's error monitor shows it. An oscillating loop (kp too high for a delayed actuator) stays
+visible in it while the error itself swings back through zero.
 
 ``randomize`` names disturbances to draw from :data:`RANDOMIZE_RANGES` where no value is given:
 ``"all"``, or a list such as ``["payload", "friction"]`` (training under randomised dynamics).

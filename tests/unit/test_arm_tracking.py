@@ -262,7 +262,7 @@ def test_observation_history_pairs_past_motions_with_commands():
 def test_error_peak_holds_the_largest_recent_tracking_error_and_decays():
     env = gym.make(ENV_ID, obs_last_action=True, obs_error_peak=0.5)
     first, _ = env.reset(seed=0)
-    assert first.shape == (15,)
+    assert first.shape == env.observation_space.shape == (15,)
     assert np.isclose(first[14], np.linalg.norm(first[10:12]))  # the first observation: the error itself
     peak = float(first[14])
     for action in ([1.0, -1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]):
@@ -270,6 +270,9 @@ def test_error_peak_holds_the_largest_recent_tracking_error_and_decays():
         error = float(np.linalg.norm(observation[10:12]))
         peak = max(0.5 * peak, error)
         assert np.isclose(observation[14], peak, rtol=1e-5)
+    env.unwrapped._error_peak = 1.0  # a large error a moment ago: the monitor shows it, decayed once
+    observation, *_ = env.step(np.zeros(2))
+    assert np.linalg.norm(observation[10:12]) < 0.5 and np.isclose(observation[14], 0.5)
     again, _ = env.reset(seed=1)  # no memory across episodes
     assert np.isclose(again[14], np.linalg.norm(again[10:12]))
     assert TrackPD()(torch.as_tensor(again)[None]).shape == (1, 2)  # the controllers read the first 12
