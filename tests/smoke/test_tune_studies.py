@@ -68,6 +68,7 @@ def wait_for(path, timeout=120):
         time.sleep(0.1)
 
 
+@pytest.mark.slow  # a study killed and resumed, ~45 s (make test-all; kept out of make test's 10 minutes)
 def test_killed_study_continues_and_reruns_nothing_finished(tmp_path):
     out = tmp_path / "study"
     process = start_cli(*tune_args(out))
