@@ -42,6 +42,10 @@ visible in it while the error itself swings back through zero.
 
 ``randomize`` names disturbances to draw from :data:`RANDOMIZE_RANGES` where no value is given:
 ``"all"``, or a list such as ``["payload", "friction"]`` (training under randomised dynamics).
+``randomize_prob=p`` (default 1) makes each of them present at a reset with probability p only (nominal
+otherwise, independently): with "all" and p = 0.5, each of the 64 subsets of disturbances, the nominal arm
+and each disturbance alone among them, is equally likely, where p = 1 (every disturbance drawn at once)
+practically never trains on the nominal arm.
 """
 
 from __future__ import annotations
@@ -103,6 +107,7 @@ class ReacherTrackEnv(ReacherEnv):
         obs_noise: Any = None,
         action_delay: Any = None,
         randomize: Any = None,
+        randomize_prob: float = 1.0,
         obs_last_action: bool = False,
         obs_history: int = 0,
         obs_error_peak: float = 0.0,
@@ -126,6 +131,15 @@ class ReacherTrackEnv(ReacherEnv):
             randomized = list(randomize)
         else:
             raise ValueError(f"randomize: 'all' or a list of {', '.join(RANDOMIZE_RANGES)}, got {randomize!r}")
+        if (
+            isinstance(randomize_prob, bool)
+            or not isinstance(randomize_prob, (int, float))
+            or not 0 < randomize_prob <= 1
+        ):
+            raise ValueError(f"randomize_prob: a probability in (0, 1] (1: always drawn), got {randomize_prob!r}")
+        self.randomize_prob = float(randomize_prob)
+        # the disturbances that randomize_prob < 1 may leave nominal at a reset (those drawn from RANDOMIZE_RANGES)
+        self._optional = [name for name in randomized if given[name] is None]
         self.disturbance_ranges = {}
         for name, spec in given.items():
             if spec is None:
@@ -173,8 +187,15 @@ class ReacherTrackEnv(ReacherEnv):
     def _apply_disturbances(self) -> None:
         rng = self.np_random
         drawn = {}
+        # randomize_prob < 1: each randomised disturbance is present with that probability, nominal otherwise,
+        # so the nominal arm and each disturbance alone are seen in training (p = 1 draws no extra numbers)
+        absent = (
+            [name for name in self._optional if rng.random() >= self.randomize_prob] if self.randomize_prob < 1 else []
+        )
         for name, (low, high) in self.disturbance_ranges.items():
-            if name == "action_delay":
+            if name in absent:
+                drawn[name] = NOMINAL[name]
+            elif name == "action_delay":
                 drawn[name] = int(rng.integers(int(low), int(high) + 1))
             else:
                 drawn[name] = float(rng.uniform(low, high)) if high > low else low

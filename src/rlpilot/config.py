@@ -137,6 +137,11 @@ class EnvConfig:
     """Residual RL: ``add``: the policy's action is added to the base controller's output; ``gains``: the policy
     schedules the base controller's kp and kd, each times ``10 ** (residual_scale * action)`` (its 2 actions;
     the env always receives a PD/PID law's output). Action 0 is the base controller exactly, in both."""
+    residual_penalty: float = at_least(0.0, 0.0)
+    """Residual RL: subtracted from the reward each step, times the squared policy action summed over its
+    dimensions (``residual_penalty * |a|^2``): straying from the base controller costs, so the policy keeps it
+    where it gains nothing by changing it (the nominal arm) and departs where the task pays for it. 0: off.
+    Training only: tracking metrics and ``rlpilot eval``'s controller are unchanged."""
     frame_skip: int = positive(1)
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""

@@ -279,3 +279,64 @@ def test_error_peak_holds_the_largest_recent_tracking_error_and_decays():
     for bad in (1.0, -0.1, "0.5", True):
         with pytest.raises(ValueError, match="obs_error_peak"):
             gym.make(ENV_ID, obs_error_peak=bad)
+
+
+def test_randomize_prob_leaves_each_disturbance_nominal_as_often_as_asked():
+    env = make(randomize="all", randomize_prob=0.5, friction=2.0)
+    tip = env.model.body("fingertip").id
+    mass = float(env.model.body_mass[tip])
+    present = {name: 0 for name in RANDOMIZE_RANGES}
+    nominal_arms = 0
+    for seed in range(400):
+        env.reset(seed=seed)
+        drawn = env.disturbances
+        assert drawn["friction"] == 2.0  # a value given is never left out
+        assert env.model.body_mass[tip] == pytest.approx(mass + drawn["payload"])  # the model follows
+        for name, (low, high) in RANDOMIZE_RANGES.items():
+            if name == "friction":
+                continue
+            assert drawn[name] == NOMINAL[name] or low <= drawn[name] <= high
+            present[name] += drawn[name] != NOMINAL[name]
+        nominal_arms += all(drawn[n] == NOMINAL[n] for n in RANDOMIZE_RANGES if n != "friction")
+    for name, count in present.items():
+        if name == "action_delay":  # present half the time, then 0 or 1 steps
+            assert 60 <= count <= 140, (name, count)
+        elif name != "friction":
+            assert 160 <= count <= 240, (name, count)
+    # the nominal arm: 4 absent (1/16) and no delay (3/4): 4.7% of 400 = 18.75 (sd 4.2); it is part of training
+    assert 4 <= nominal_arms <= 34
+    always = make(randomize="all")  # the default, 1: every disturbance drawn, the stream as before
+    always.reset(seed=3)
+    assert all(always.disturbances[n] != NOMINAL[n] for n in ("payload", "friction", "gain", "obs_noise"))
+    for bad in (0, 1.5, "0.5", True):
+        with pytest.raises(ValueError, match="randomize_prob"):
+            make(randomize="all", randomize_prob=bad)
+
+
+def test_residual_penalty_costs_the_squared_policy_action_and_nothing_else():
+    from rlpilot.config import EnvConfig
+    from rlpilot.envs import make_env
+
+    def rewards(penalty: float, action: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
+        env_cfg = EnvConfig(
+            id=ENV_ID,
+            backend="sync",
+            normalize_obs=False,
+            base_controller="pd",
+            residual_mode="gains",
+            residual_scale=1.0,
+            residual_penalty=penalty,
+        )
+        env = make_env(env_cfg, num_envs=2, seed=4)
+        td = env.reset()
+        step = env.step(td.set("action", torch.tensor([action, action])))["next"]
+        return step["reward"].flatten(), step["observation"]
+
+    plain, seen = rewards(0.0, [0.5, -0.25])
+    paid, seen_paid = rewards(0.03, [0.5, -0.25])
+    assert torch.allclose(plain - paid, torch.full((2,), 0.03 * (0.25 + 0.0625)), atol=1e-6)
+    assert torch.equal(seen, seen_paid)  # the same motion: a cost in the reward only
+    at_base, _ = rewards(0.03, [0.0, 0.0])
+    assert torch.equal(at_base, rewards(0.0, [0.0, 0.0])[0])  # the base controller itself costs nothing
+    with pytest.raises(Exception, match="residual_penalty"):
+        load_config(algo="ppo", env_id=ENV_ID, overrides=["env.residual_penalty=-1"])

@@ -110,6 +110,7 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             base_controller(env_cfg.base_controller, env_cfg.id),
             env_cfg.residual_scale,
             env_cfg.residual_mode,
+            env_cfg.residual_penalty,
         )
     return vector_env
 

@@ -7,7 +7,7 @@ learns only the correction (Silver et al. 2018, "Residual Policy Learning"; Joha
 so an imprecise policy costs a slightly different gain, not a torque error. Either way the policy sees the
 same observations as the base controller, and action 0 is the base controller exactly. The base is computed
 for the whole batch in one call per step, and a stateful base (PID) is reset for exactly the envs that start
-a new episode.
+a new episode. ``penalty`` (``env.residual_penalty``) subtracts ``penalty * |action|^2`` from each reward.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rlpilot.errors import UserError
 
 
 class ResidualVectorEnv(gym.vector.VectorWrapper):
-    def __init__(self, env: gym.vector.VectorEnv, controller, scale: float, mode: str = "add"):
+    def __init__(self, env: gym.vector.VectorEnv, controller, scale: float, mode: str = "add", penalty: float = 0.0):
         super().__init__(env)
         space = env.single_action_space
         if not isinstance(space, gym.spaces.Box):
@@ -32,7 +32,7 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
             raise UserError(
                 f"env.residual_mode=gains: the policy's 2 actions scale kp and kd; this env has {space.shape}"
             )
-        self.controller, self.scale, self.mode = controller, float(scale), mode
+        self.controller, self.scale, self.mode, self.penalty = controller, float(scale), mode, float(penalty)
         self.low, self.high = env.action_space.low, env.action_space.high
         self._observation: np.ndarray | None = None
 
@@ -56,4 +56,6 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
             total = np.clip((self.controller(observation, gains) + added).numpy(), self.low, self.high)
         observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
         self._observation = np.array(observation, copy=True)
+        if self.penalty:  # straying from the base controller costs (env.residual_penalty)
+            reward = reward - self.penalty * np.square(np.asarray(actions, dtype=np.float64)).sum(axis=-1)
         return observation, reward, terminated, truncated, info
