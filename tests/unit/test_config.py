@@ -146,3 +146,23 @@ def test_yaml_round_trip(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(config.to_yaml())
     assert load_config(config_file=path).to_dict() == config.to_dict()
+
+
+def test_a_checkpoint_from_before_a_new_field_still_loads_and_other_settings_do_not(tmp_path):
+    """A field added since a run was trained (at its default) is not a different setting: the run's checkpoint
+    still loads for eval, export and the benchmarks; a changed or unknown setting is refused."""
+    from rlpilot.loop.lifecycle import CHECKPOINT_FORMAT, check_compatible
+    from rlpilot.runs import Run
+
+    config = load_config("ppo-reacher-track-gains")
+    run = Run(tmp_path)
+    older = config.to_dict()
+    del older["env"]["residual_penalty"]  # written before env.residual_penalty existed
+    check_compatible({"format": CHECKPOINT_FORMAT, "config": older}, config, run)
+    changed = config.to_dict()
+    changed["ppo"]["lr"] = 0.5
+    unknown = config.to_dict()
+    unknown["env"]["a_later_field"] = 1
+    for saved in (changed, unknown):
+        with pytest.raises(UserError, match="other settings"):
+            check_compatible({"format": CHECKPOINT_FORMAT, "config": saved}, config, run)

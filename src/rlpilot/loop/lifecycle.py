@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rlpilot import registry
-from rlpilot.config import Config
+from rlpilot.config import Config, from_dict
 from rlpilot.curve_helper import CurveHelper
 from rlpilot.errors import UserError
 from rlpilot.loop.monitor import Progress
@@ -106,7 +106,11 @@ def check_compatible(saved: dict, config: Config, run: Run) -> None:
             f"checkpoint in {run.path} has format {saved.get('format')}, this rlpilot reads format "
             f"{CHECKPOINT_FORMAT}: it was written by another version; retrain"
         )
-    if comparable(saved.get("config", {})) != comparable(config.to_dict()):
+    try:  # the saved settings with today's defaults: a field added since (at its default) is no difference
+        written = from_dict(saved.get("config", {}), drop_other_sections=True).to_dict()
+    except UserError:  # a key this version does not know: not the same settings
+        written = saved.get("config", {})
+    if comparable(written) != comparable(config.to_dict()):
         raise UserError(
             f"checkpoint in {run.path} was made by {saved.get('algo')} on {saved.get('subject')} with other "
             f"settings than the run's config.yaml ({config.algo} on {config.subject}); it cannot be resumed here"
