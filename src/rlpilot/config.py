@@ -142,6 +142,10 @@ class EnvConfig:
     dimensions (``residual_penalty * |a|^2``): straying from the base controller costs, so the policy keeps it
     where it gains nothing by changing it (the nominal arm) and departs where the task pays for it. 0: off.
     Training only: tracking metrics and ``rlpilot eval``'s controller are unchanged."""
+    residual_gate: float = at_least(0.0, 0.0)
+    """Residual RL: the policy's action acts only where the error monitor (``env.kwargs.obs_error_peak``, the
+    observation's last float) reads above this many metres, fully at twice that: below it the base controller
+    runs exactly as tuned (a supervisory envelope; exported with the controller). 0: off."""
     frame_skip: int = positive(1)
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""

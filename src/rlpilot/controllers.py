@@ -116,11 +116,23 @@ def gain_multipliers(action: torch.Tensor, decades: float) -> torch.Tensor:
     return torch.exp(action * (decades * math.log(10.0)))
 
 
-def residual_terms(action: torch.Tensor, scale: float, mode: str) -> tuple[torch.Tensor | None, torch.Tensor | float]:
+def residual_gate(observation: torch.Tensor, gate: float) -> torch.Tensor:
+    """``env.residual_gate``: how much of the residual acts, from the error monitor (the observation's last
+    float, ``obs_error_peak``): 0 while the recent worst tracking error is under ``gate`` metres, rising
+    linearly to 1 at twice that. One column per env."""
+    return torch.clamp(observation[:, -1:] / gate - 1.0, 0.0, 1.0)
+
+
+def residual_terms(
+    action: torch.Tensor, scale: float, mode: str, observation: torch.Tensor | None = None, gate: float = 0.0
+) -> tuple[torch.Tensor | None, torch.Tensor | float]:
     """How a residual policy's ``action`` enters the base controller: ``(gains, added)``, the env receiving
     ``clip(base(observation, gains) + added)``. ``add``: no gains, ``scale * action`` added; ``gains``: the
-    multipliers of kp and kd (:func:`gain_multipliers`), nothing added. One place for both users: the residual
-    vector env (training, evaluation) and the exported artifact."""
+    multipliers of kp and kd (:func:`gain_multipliers`), nothing added. ``gate`` > 0: the action times
+    :func:`residual_gate` of the raw ``observation`` first (below the gate: the base controller exactly). One
+    place for both users: the residual vector env (training, evaluation) and the exported artifact."""
+    if gate > 0:
+        action = action * residual_gate(observation, gate)
     if mode == "gains":
         return gain_multipliers(action, scale), 0.0
     return None, scale * action

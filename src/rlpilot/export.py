@@ -48,6 +48,7 @@ class DeployedPolicy(nn.Module):
         base: nn.Module | None = None,
         residual_scale: float = 1.0,
         residual_mode: str = "add",
+        residual_gate: float = 0.0,
         bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
         super().__init__()
@@ -60,6 +61,7 @@ class DeployedPolicy(nn.Module):
         self.state_size = int(getattr(base, "state_size", 0))
         self.residual_scale = float(residual_scale)
         self.residual_mode = residual_mode
+        self.residual_gate = float(residual_gate)
         low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
         self.register_buffer("low", torch.as_tensor(low).detach().clone().float())
         self.register_buffer("high", torch.as_tensor(high).detach().clone().float())
@@ -68,7 +70,7 @@ class DeployedPolicy(nn.Module):
         action = self.greedy((observation - self.loc) / self.scale)
         if self.base is None:
             return action
-        gains, added = residual_terms(action, self.residual_scale, self.residual_mode)
+        gains, added = residual_terms(action, self.residual_scale, self.residual_mode, observation, self.residual_gate)
         if not self.state_size:
             return self._clip(self.base(observation, None, gains) + added)
         base_action, next_state = self.base(observation, state, gains)
@@ -154,6 +156,7 @@ def export_run(
         base=base,
         residual_scale=config.env.residual_scale,
         residual_mode=config.env.residual_mode,
+        residual_gate=config.env.residual_gate,
         bounds=(action_spec.space.low, action_spec.space.high) if base is not None else None,
     ).eval()
     observations = parity_observations(policy, PARITY_OBSERVATIONS, seed)
@@ -229,6 +232,7 @@ def _signature(
                 "base": config.env.base_controller,
                 "residual_scale": config.env.residual_scale,
                 "residual_mode": config.env.residual_mode,
+                "residual_gate": config.env.residual_gate,
                 "note": f"the action is {RESIDUAL_FORMULAS[config.env.residual_mode]}: the whole controller; "
                 "play it on the plain env",
             }

@@ -3,6 +3,7 @@ anti-windup; residual RL starts exactly at the base controller; the exported res
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -343,3 +344,52 @@ def test_residual_penalty_costs_the_squared_policy_action_and_nothing_else():
     assert torch.equal(paid_base, plain_base)  # the base controller itself costs nothing
     with pytest.raises(Exception, match="residual_penalty"):
         load_config(algo="ppo", env_id=ENV_ID, overrides=["env.residual_penalty=-1"])
+
+
+def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelope():
+    """env.residual_gate: below the gate the motors get the PD's action whatever the policy says; at twice the
+    gate and above, the full schedule; the same in the env and in the exported controller."""
+    from rlpilot.config import EnvConfig
+    from rlpilot.controllers import ControllerModule, gain_multipliers, residual_gate
+    from rlpilot.envs import make_env
+    from rlpilot.errors import UserError
+    from rlpilot.export import DeployedPolicy
+
+    peaks = torch.tensor([[0.0], [0.004], [0.005], [0.0075], [0.01], [0.3]])
+    assert residual_gate(peaks, 0.005).flatten().tolist() == pytest.approx([0, 0, 0, 0.5, 1, 1])
+    env_cfg = EnvConfig(
+        id=ENV_ID,
+        backend="sync",
+        normalize_obs=False,
+        base_controller="pd",
+        residual_mode="gains",
+        residual_scale=1.0,
+        residual_gate=0.005,
+        kwargs={"obs_last_action": True, "obs_error_peak": 0.9},
+    )
+    env = make_env(env_cfg, num_envs=1, seed=2)
+    td = env.reset()
+    before = td["observation"].clone()
+    assert before[0, -1] < 0.005  # the arm starts on the path: inside the envelope
+    sent = env.step(td.set("action", torch.tensor([[-1.0, 0.5]])))["next", "observation"][0, 12:14]
+    assert torch.allclose(sent, TrackPD()(before[:, :12])[0], atol=1e-6)  # the PD, not the schedule
+    # the exported controller: rows inside the envelope are the PD, rows far outside the scheduled PD
+    observations = before.repeat(3, 1)
+    observations[:, -1] = torch.tensor([0.002, 0.0075, 0.05])
+    deployed = DeployedPolicy(
+        lambda obs: torch.tensor([[-1.0, 0.5]]).repeat(len(obs), 1),
+        None,
+        observations.shape[-1],
+        base=ControllerModule(TrackPD()),
+        residual_scale=1.0,
+        residual_mode="gains",
+        residual_gate=0.005,
+        bounds=(-torch.ones(2), torch.ones(2)),
+    )
+    out = deployed(observations)
+    half, full = gain_multipliers(torch.tensor([[-0.5, 0.25], [-1.0, 0.5]]), 1.0)
+    assert torch.equal(out[0], TrackPD()(observations[:1])[0].clamp(-1, 1))
+    assert torch.allclose(out[1], TrackPD()(observations[1:2], half[None])[0].clamp(-1, 1))
+    assert torch.allclose(out[2], TrackPD()(observations[2:], full[None])[0].clamp(-1, 1))
+    with pytest.raises(UserError, match="obs_error_peak"):
+        make_env(dataclasses.replace(env_cfg, kwargs={"obs_last_action": True}), num_envs=1, seed=2)

@@ -7,7 +7,8 @@ learns only the correction (Silver et al. 2018, "Residual Policy Learning"; Joha
 so an imprecise policy costs a slightly different gain, not a torque error. Either way the policy sees the
 same observations as the base controller, and action 0 is the base controller exactly. The base is computed
 for the whole batch in one call per step, and a stateful base (PID) is reset for exactly the envs that start
-a new episode. ``penalty`` (``env.residual_penalty``) subtracts ``penalty * |action|^2`` from each reward.
+a new episode. ``penalty`` (``env.residual_penalty``) subtracts ``penalty * |action|^2`` from each reward;
+``gate`` (``env.residual_gate``) lets the action act only where the error monitor is above it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from rlpilot.errors import UserError
 
 
 class ResidualVectorEnv(gym.vector.VectorWrapper):
-    def __init__(self, env: gym.vector.VectorEnv, controller, scale: float, mode: str = "add", penalty: float = 0.0):
+    def __init__(
+        self,
+        env: gym.vector.VectorEnv,
+        controller,
+        scale: float,
+        mode: str = "add",
+        penalty: float = 0.0,
+        gate: float = 0.0,
+    ):
         super().__init__(env)
         space = env.single_action_space
         if not isinstance(space, gym.spaces.Box):
@@ -33,6 +42,7 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
                 f"env.residual_mode=gains: the policy's 2 actions scale kp and kd; this env has {space.shape}"
             )
         self.controller, self.scale, self.mode, self.penalty = controller, float(scale), mode, float(penalty)
+        self.gate = float(gate)
         self.low, self.high = env.action_space.low, env.action_space.high
         self._observation: np.ndarray | None = None
 
@@ -52,7 +62,7 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         observation = torch.as_tensor(self._observation, dtype=torch.float32)
         action = torch.as_tensor(np.asarray(actions), dtype=torch.float32)
         with torch.no_grad():  # the base for the whole batch, from the observations the policy acted on
-            gains, added = residual_terms(action, self.scale, self.mode)
+            gains, added = residual_terms(action, self.scale, self.mode, observation, self.gate)
             total = np.clip((self.controller(observation, gains) + added).numpy(), self.low, self.high)
         observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
         self._observation = np.array(observation, copy=True)
