@@ -268,6 +268,11 @@ def check_env(
             f"residual RL: the env adds the {env_cfg.base_controller} controller's action; the policy's action, "
             f"times {env_cfg.residual_scale:g}, is the correction (clipped to the action box)"
         )
+    if env_cfg.base_controller != "none" and env_cfg.residual_gate:
+        report.dynamics.append(
+            f"residual gate: the policy acts only where the error monitor reads above {env_cfg.residual_gate:g} m "
+            f"(fully from {2 * env_cfg.residual_gate:g} m); the {env_cfg.base_controller} controller exactly below"
+        )
     report.check_env_specs, findings = specs_check(env, seed, "fix the env's observation_space/action_space")
     report.findings += findings
     report.layout = _layout(env)

@@ -208,6 +208,11 @@ def test_check_shows_the_disturbances_and_the_base():
     assert "payload       [0, 4] kg at the fingertip (drawn at each reset)" in text
     assert "action_delay  1 step(s) of action delay" in text and "friction      0 N·m" in text
     assert "residual RL: the env adds the pd controller's action" in text
+    gated = EnvConfig(
+        id=ENV_ID, kwargs={"obs_error_peak": 0.9}, base_controller="pd", residual_mode="gains", residual_gate=0.005
+    )
+    text = check_env(gated, episodes=2, progress=None).render()
+    assert "residual gate: the policy acts only where the error monitor reads above 0.005 m" in text
 
 
 def test_a_pid_base_exports_as_a_pure_function_of_observation_and_state():
