@@ -25,6 +25,16 @@ def make(**kwargs) -> ReacherTrackEnv:
     return gym.make(ENV_ID, **kwargs).unwrapped
 
 
+def gain_schedule_env(**fields):
+    """The arm's vector env with the PD's gains scheduled by the policy (raw observations), ``fields`` on top."""
+    from rlpilot.config import EnvConfig
+
+    base = dict(
+        id=ENV_ID, backend="sync", normalize_obs=False, base_controller="pd", residual_mode="gains", residual_scale=1.0
+    )
+    return EnvConfig(**{**base, **fields})
+
+
 def test_each_disturbance_is_in_the_model_after_reset():
     nominal = make()
     nominal.reset(seed=0)
@@ -167,7 +177,6 @@ def test_residual_at_initialisation_is_the_base_controller(algo, mode):
 def test_a_gain_schedule_scales_kp_and_kd_and_is_the_pd_at_zero():
     """``env.residual_mode=gains``: the policy's 2 actions are decades of kp and kd; the env gets exactly the PD
     law with those gains (action 0: the PD itself), never an added torque."""
-    from rlpilot.config import EnvConfig
     from rlpilot.controllers import gain_multipliers
     from rlpilot.envs import make_env
 
@@ -180,15 +189,7 @@ def test_a_gain_schedule_scales_kp_and_kd_and_is_the_pd_at_zero():
     assert torch.allclose(scheduled[1], TrackPD(kp=1.0, kd=0.2)(observation)[0])
     assert torch.allclose(scheduled[2], TrackPD(kp=10 * 10**0.5, kd=0.2 * 10**-0.5)(observation)[0])
     # through the vector env: the motors get the scheduled PD's action (the last command, observed, says so)
-    env_cfg = EnvConfig(
-        id=ENV_ID,
-        backend="sync",
-        normalize_obs=False,
-        base_controller="pd",
-        residual_mode="gains",
-        residual_scale=1.0,
-        kwargs={"obs_last_action": True},
-    )
+    env_cfg = gain_schedule_env(kwargs={"obs_last_action": True})
     env = make_env(env_cfg, num_envs=1, seed=4)
     td = env.reset()
     before = td["observation"][:, :12].clone()
@@ -321,20 +322,11 @@ def test_randomize_prob_leaves_each_disturbance_nominal_as_often_as_asked():
 
 
 def test_residual_penalty_costs_the_squared_policy_action_and_nothing_else():
-    from rlpilot.config import EnvConfig
     from rlpilot.envs import make_env
 
     def steps(penalty: float) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Two steps from two resets (the same seeds for either penalty): a schedule, then the PD itself."""
-        env_cfg = EnvConfig(
-            id=ENV_ID,
-            backend="sync",
-            normalize_obs=False,
-            base_controller="pd",
-            residual_mode="gains",
-            residual_scale=1.0,
-            residual_penalty=penalty,
-        )
+        env_cfg = gain_schedule_env(residual_penalty=penalty)
         env = make_env(env_cfg, num_envs=2, seed=4)
         out = []
         for action in ([0.5, -0.25], [0.0, 0.0]):
@@ -354,7 +346,6 @@ def test_residual_penalty_costs_the_squared_policy_action_and_nothing_else():
 def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelope():
     """env.residual_gate: below the gate the motors get the PD's action whatever the policy says; at twice the
     gate and above, the full schedule; the same in the env and in the exported controller."""
-    from rlpilot.config import EnvConfig
     from rlpilot.controllers import ControllerModule, gain_multipliers, residual_gate
     from rlpilot.envs import make_env
     from rlpilot.errors import UserError
@@ -362,16 +353,7 @@ def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelo
 
     peaks = torch.tensor([[0.0], [0.004], [0.005], [0.0075], [0.01], [0.3]])
     assert residual_gate(peaks, 0.005).flatten().tolist() == pytest.approx([0, 0, 0, 0.5, 1, 1])
-    env_cfg = EnvConfig(
-        id=ENV_ID,
-        backend="sync",
-        normalize_obs=False,
-        base_controller="pd",
-        residual_mode="gains",
-        residual_scale=1.0,
-        residual_gate=0.005,
-        kwargs={"obs_last_action": True, "obs_error_peak": 0.9},
-    )
+    env_cfg = gain_schedule_env(residual_gate=0.005, kwargs={"obs_last_action": True, "obs_error_peak": 0.9})
     env = make_env(env_cfg, num_envs=1, seed=2)
     td = env.reset()
     before = td["observation"].clone()
