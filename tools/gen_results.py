@@ -597,8 +597,10 @@ def robot_arm_track_summary(path: Path, detail: str = TRACK_DETAIL) -> str:
 
 
 def arm_schedule_tuning(path: Path) -> str:
-    """The tries behind ppo-reacher-track-gains: training seed 0, evaluated on tuning episodes."""
-    return robot_arm_track_summary(path, "training seed 0 for every RL row, one run each")
+    """The tries behind ppo-reacher-track-gains: training seed 0 (one try also 1), on tuning episodes."""
+    return robot_arm_track_summary(
+        path, "training seed 0 for every RL row but the one marked training seed 1, one run each"
+    )
 
 
 def read_throughput(path: Path) -> tuple[str, dict[tuple[str, str, int], int]]:

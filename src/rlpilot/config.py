@@ -139,9 +139,9 @@ class EnvConfig:
     the env always receives a PD/PID law's output). Action 0 is the base controller exactly, in both."""
     residual_penalty: float = at_least(0.0, 0.0)
     """Residual RL: subtracted from the reward each step, times the squared policy action summed over its
-    dimensions (``residual_penalty * |a|^2``): straying from the base controller costs, so the policy keeps it
-    where it gains nothing by changing it (the nominal arm) and departs where the task pays for it. 0: off.
-    Training only: tracking metrics and ``rlpilot eval``'s controller are unchanged."""
+    dimensions (``residual_penalty * |a|^2``): straying from the base controller costs, meant to keep the policy
+    at the base where changing it gains nothing (on the arm it did not keep the PD's precision:
+    docs/robot-arm.md; ``residual_gate`` did). 0: off. Training only: tracking metrics are unchanged."""
     residual_gate: float = at_least(0.0, 0.0)
     """Residual RL: the policy's action acts only where the error monitor (``env.kwargs.obs_error_peak``, the
     observation's last float) reads above this many metres, fully at twice that: below it the base controller
