@@ -43,9 +43,9 @@ visible in it while the error itself swings back through zero.
 ``randomize`` names disturbances to draw from :data:`RANDOMIZE_RANGES` where no value is given:
 ``"all"``, or a list such as ``["payload", "friction"]`` (training under randomised dynamics).
 ``randomize_prob=p`` (default 1) makes each of them present at a reset with probability p only (nominal
-otherwise, independently): with "all" and p = 0.5, each of the 64 subsets of disturbances, the nominal arm
-and each disturbance alone among them, is equally likely, where p = 1 (every disturbance drawn at once)
-practically never trains on the nominal arm.
+otherwise, independently): with "all" and p = 0.5 the nominal arm comes up at about 1 reset in 32 (a present
+delay still draws 0 or 1 step) and each disturbance alone about as often, where p = 1 (every disturbance drawn
+at once) practically never trains on the nominal arm.
 """
 
 from __future__ import annotations
@@ -220,6 +220,8 @@ class ReacherTrackEnv(ReacherEnv):
         for name, (low, high) in self.disturbance_ranges.items():
             value = f"{low:g}" if low == high else f"[{low:g}, {high:g}]"
             note = " (drawn at each reset)" if low != high else " (nominal)" if low == NOMINAL[name] else ""
+            if low != high and name in self._optional and self.randomize_prob < 1:
+                note = f" (drawn at {self.randomize_prob:g} of resets, nominal otherwise)"
             lines.append(f"{name:<13} {value} {units[name]}{note}")
         return lines
 

@@ -139,9 +139,10 @@ class EnvConfig:
     the env always receives a PD/PID law's output). Action 0 is the base controller exactly, in both."""
     residual_penalty: float = at_least(0.0, 0.0)
     """Residual RL: subtracted from the reward each step, times the squared policy action summed over its
-    dimensions (``residual_penalty * |a|^2``): straying from the base controller costs, meant to keep the policy
-    at the base where changing it gains nothing (on the arm it did not keep the PD's precision:
-    docs/robot-arm.md; ``residual_gate`` did). 0: off. Training only: tracking metrics are unchanged."""
+    dimensions (``residual_penalty * |a|^2``, the action before any ``residual_gate``): straying from the base
+    controller costs, meant to keep the policy at the base where changing it gains nothing (on the arm it did
+    not keep the PD's precision: docs/robot-arm.md; ``residual_gate`` did). 0: off. It is in every env built
+    from the config (training, its evaluations, ``rlpilot eval``'s returns); tracking metrics are unchanged."""
     residual_gate: float = at_least(0.0, 0.0)
     """Residual RL: the policy's action acts only where the error monitor (``env.kwargs.obs_error_peak``, the
     observation's last float) reads above this many metres, fully at twice that: below it the base controller
@@ -554,6 +555,19 @@ class Config:
             problems.append(
                 f"env.base_controller={self.env.base_controller} runs inside a gymnasium vector env: "
                 f"use env.backend=sync or async (got {self.env.backend})"
+            )
+        residual_options = [
+            name for name in ("residual_gate", "residual_penalty") if getattr(self.env, name) and self.kind == "control"
+        ]
+        if residual_options and self.env.base_controller == "none":
+            problems.append(
+                f"env.{residual_options[0]} acts on a residual policy: set env.base_controller=pd or pid, or "
+                f"env.{residual_options[0]}=0"
+            )
+        if self.kind == "control" and self.env.residual_gate and not self.env.kwargs.get("obs_error_peak"):
+            problems.append(
+                "env.residual_gate reads the error monitor, the observation's last float: set "
+                "env.kwargs.obs_error_peak (e.g. 0.9) on rlpilot/ReacherTrack-v0, or env.residual_gate=0"
             )
         bad_layers = [
             layer

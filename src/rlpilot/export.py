@@ -233,8 +233,14 @@ def _signature(
                 "residual_scale": config.env.residual_scale,
                 "residual_mode": config.env.residual_mode,
                 "residual_gate": config.env.residual_gate,
-                "note": f"the action is {RESIDUAL_FORMULAS[config.env.residual_mode]}: the whole controller; "
-                "play it on the plain env",
+                "note": f"the action is {RESIDUAL_FORMULAS[config.env.residual_mode]}"
+                + (
+                    f", policy(observation) first times clamp(observation[-1] / {config.env.residual_gate:g} - 1, 0, 1)"
+                    " (residual_gate: the error monitor)"
+                    if config.env.residual_gate
+                    else ""
+                )
+                + ": the whole controller; play it on the plain env",
             }
             if config.env.base_controller != "none"
             else None

@@ -316,6 +316,7 @@ def test_randomize_prob_leaves_each_disturbance_nominal_as_often_as_asked():
     always = make(randomize="all")  # the default, 1: every disturbance drawn, the stream as before
     always.reset(seed=3)
     assert all(always.disturbances[n] != NOMINAL[n] for n in ("payload", "friction", "gain", "obs_noise"))
+    assert any("payload       [0, 4]" in line and "(drawn at 0.5 of resets" in line for line in env.describe_dynamics())
     for bad in (0, 1.5, "0.5", True):
         with pytest.raises(ValueError, match="randomize_prob"):
             make(randomize="all", randomize_prob=bad)
@@ -341,6 +342,8 @@ def test_residual_penalty_costs_the_squared_policy_action_and_nothing_else():
     assert torch.equal(paid_base, plain_base)  # the base controller itself costs nothing
     with pytest.raises(Exception, match="residual_penalty"):
         load_config(algo="ppo", env_id=ENV_ID, overrides=["env.residual_penalty=-1"])
+    with pytest.raises(Exception, match="env.residual_penalty acts on a residual policy"):
+        load_config(algo="ppo", env_id=ENV_ID, overrides=["env.residual_penalty=0.1"])  # no base controller
 
 
 def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelope():
@@ -360,6 +363,15 @@ def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelo
     assert before[0, -1] < 0.005  # the arm starts on the path: inside the envelope
     sent = env.step(td.set("action", torch.tensor([[-1.0, 0.5]])))["next", "observation"][0, 12:14]
     assert torch.allclose(sent, TrackPD()(before[:, :12])[0], atol=1e-6)  # the PD, not the schedule
+    opened = make_env(env_cfg, num_envs=1, seed=4)  # this episode starts 7 mm off the path: the gate part open
+    td = opened.reset()
+    start = td["observation"].clone()
+    share = float(start[0, -1] / 0.005 - 1)
+    assert 0.2 < share < 0.8
+    sent = opened.step(td.set("action", torch.tensor([[-1.0, 0.5]])))["next", "observation"][0, 12:14]
+    partial = gain_multipliers(torch.tensor([[-1.0, 0.5]]) * share, 1.0)
+    assert torch.allclose(sent, TrackPD()(start[:, :12], partial)[0].clamp(-1, 1), atol=1e-5)
+    assert not torch.allclose(sent, TrackPD()(start[:, :12])[0].clamp(-1, 1), atol=1e-4)
     # the exported controller: rows inside the envelope are the PD, rows far outside the scheduled PD
     observations = before.repeat(3, 1)
     observations[:, -1] = torch.tensor([0.002, 0.0075, 0.05])
@@ -380,3 +392,5 @@ def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelo
     assert torch.allclose(out[2], TrackPD()(observations[2:], full[None])[0].clamp(-1, 1))
     with pytest.raises(UserError, match="obs_error_peak"):
         make_env(dataclasses.replace(env_cfg, kwargs={"obs_last_action": True}), num_envs=1, seed=2)
+    with pytest.raises(UserError, match="obs_error_peak"):  # refused when the config is read, before any env
+        load_config("ppo-reacher-track-gated", overrides=["env.kwargs={randomize: all}"])
