@@ -151,6 +151,16 @@ class EnvConfig:
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""
 
+    def gate_problem(self) -> str | None:
+        """What is wrong with ``residual_gate`` here (one line), or None. Checked when a config is read and
+        again where an env is built (:func:`rlpilot.envs.make_vector_env` takes an env section on its own)."""
+        if self.residual_gate and not self.kwargs.get("obs_error_peak"):
+            return (
+                "env.residual_gate reads the error monitor, the observation's last float: set "
+                "env.kwargs.obs_error_peak (e.g. 0.9) on rlpilot/ReacherTrack-v0, or env.residual_gate=0"
+            )
+        return None
+
 
 @dataclass
 class ModelConfig:
@@ -564,11 +574,8 @@ class Config:
                 f"env.{residual_options[0]} acts on a residual policy: set env.base_controller=pd or pid, or "
                 f"env.{residual_options[0]}=0"
             )
-        if self.kind == "control" and self.env.residual_gate and not self.env.kwargs.get("obs_error_peak"):
-            problems.append(
-                "env.residual_gate reads the error monitor, the observation's last float: set "
-                "env.kwargs.obs_error_peak (e.g. 0.9) on rlpilot/ReacherTrack-v0, or env.residual_gate=0"
-            )
+        if self.kind == "control" and (problem := self.env.gate_problem()):
+            problems.append(problem)
         bad_layers = [
             layer
             for layer in self.model.cnn_layers

@@ -102,12 +102,9 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             vector_env = gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
     check_action_space(vector_env.single_action_space, env_cfg.id, close=vector_env.close)
     if env_cfg.base_controller != "none":
-        if env_cfg.residual_gate and not env_cfg.kwargs.get("obs_error_peak"):
+        if problem := env_cfg.gate_problem():
             vector_env.close()
-            raise UserError(
-                "env.residual_gate reads the error monitor, the observation's last float: set "
-                "env.kwargs.obs_error_peak (e.g. 0.9) on rlpilot/ReacherTrack-v0, or env.residual_gate=0"
-            )
+            raise UserError(problem)
         from rlpilot.controllers import base_controller
         from rlpilot.envs.residual import ResidualVectorEnv
 
