@@ -77,7 +77,7 @@ class MAPPO(PPO):
 
     time_dim = 1  # batches are [E, T, n_agents, ...]: time is the second dimension, not the second to last
 
-    def __init__(self, config: Config, env, device: torch.device):  # noqa: super().__init__ reads a single-agent spec
+    def __init__(self, config: Config, env, device: torch.device):  # no super().__init__(): it reads a 1-agent spec
         self.config = config
         cfg, marl = config.ppo, config.marl
         self.device = device
