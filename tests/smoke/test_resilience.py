@@ -17,7 +17,7 @@ import yaml
 from cli_runner import run_cli, start_cli
 from rlpilot.config import load_config
 from rlpilot.loop.trainer import train
-from rlpilot.plot import curve_data, plot_runs
+from rlpilot.plot import curve_data, plot_runs, smoothing_window
 from rlpilot.runs import load_run
 
 rlpilot, start = run_cli, start_cli
@@ -263,7 +263,8 @@ def test_plot_data_is_the_runs_data(tmp_path):
     single = plot_runs(runs[:1], tmp_path / "one.svg")
     rows = [r for r in runs[0].metrics() if "train/episode_return" in r]
     np.testing.assert_array_equal(single["train_y"], [r["train/episode_return"] for r in rows])
-    np.testing.assert_allclose(single["rolling_mean"][-1], np.mean(single["train_y"][-50:]))
+    assert single["window"] == smoothing_window(len(rows))
+    np.testing.assert_allclose(single["rolling_mean"][-1], np.mean(single["train_y"][-single["window"] :]))
     assert (tmp_path / "one.svg").read_text().startswith("<?xml")
     multi = plot_runs(runs, tmp_path / "three.png", x="time")
     assert multi["n"] == 3 and (tmp_path / "three.png").stat().st_size > 1000
