@@ -179,6 +179,34 @@ def test_sigkill_and_sigterm_then_resume_on_the_same_curve(kind, tmp_path):
     assert not list(run_dir.rglob("*.tmp"))
 
 
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_frame_0(tmp_path):
+    """SIGKILL before any last.pt: --resume starts the run again in its directory (same config and seed),
+    dropping what the killed attempt logged, instead of refusing to resume."""
+    run_dir = tmp_path / "run"
+    preset, base, _ = KINDS["control"]
+    sets = _sets([*base, "train.total_frames=100000000", "train.checkpoint_every_frames=100000000"])
+    process = start_cli("train", preset, "--run-dir", run_dir, "-q", *sets)
+    deadline = time.time() + 120
+    while not (run_dir / "checkpoints" / "best.pt").exists():  # written at the first evaluation
+        assert time.time() < deadline, "the run never evaluated"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (run_dir / "checkpoints" / "last.pt").exists()
+    assert load_run(run_dir).meta()["status"] == "running"
+
+    out = run_cli("train", "--resume", run_dir, "--frames", str(steps("control", 3)), "-q")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "killed before its first checkpoint" in out.stdout and "again from frame 0" in out.stdout
+    run = load_run(run_dir)
+    assert run.status == "finished" and run.frames == steps("control", 3)
+    frames = [row["frames"] for row in run.metrics()]
+    assert frames == [steps("control", i) for i in range(1, 4)]  # the killed attempt's rows are gone
+    kinds = [event["event"] for event in run.events()]
+    assert kinds.count("restart") == 1 and kinds.index("restart") < kinds.index("eval")
+    assert run.meta()["resumes"] == 0 and run.config().train.total_frames == steps("control", 3)
+
+
 def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path):
     config = load_config(
         algo="ppo", env_id="envs_for_tests:RaisesOnStep", overrides=["env.num_envs=2", "ppo.minibatch_size=64"]
