@@ -445,7 +445,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE", help="train a config file (YAML, as a run's config.yaml)")
     p.add_argument("--runs", default="runs", help="folder for new run directories (default runs/)")
     p.add_argument("--run-dir", help="exact run directory to create")
-    p.add_argument("--resume", metavar="RUN", help="continue RUN from its last checkpoint (same config and curve)")
+    p.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="continue RUN from its last checkpoint (same config and curve; from frame 0 if killed before its first)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="a status line every train.milestone_every_frames")
     p.set_defaults(func=_cmd_train)
