@@ -147,23 +147,16 @@ def plot_runs(runs: list[Run], out: str | Path, *, x: str = "frames", solved_at:
     fig, ax = new_axes()
     if data["kind"] == "single":
         window = data["window"]
-        if len(data["train_x"]) and window == 1:  # too few rows to smooth: the returns as logged
+        if len(data["train_x"]):  # faint under its rolling mean; as the line itself when too short to smooth
             ax.plot(
                 data["train_x"],
                 data["train_y"],
                 color="tab:blue",
-                linewidth=2,
+                alpha=0.25 if window > 1 else 1.0,
+                linewidth=1 if window > 1 else 2,
                 label="training return (per logged batch)",
             )
-        elif len(data["train_x"]):
-            ax.plot(
-                data["train_x"],
-                data["train_y"],
-                color="tab:blue",
-                alpha=0.25,
-                linewidth=1,
-                label="training return (per logged batch)",
-            )
+        if len(data["train_x"]) and window > 1:
             ax.plot(
                 data["train_x"],
                 data["rolling_mean"],

@@ -51,57 +51,55 @@ def resume(
     path: str | Path, *, total_frames: int | None = None, show_progress: bool = True, verbose: bool = False
 ) -> Run:
     """Continues a run from ``checkpoints/last.pt``: same config, same curve (rows after the checkpoint
-    are dropped from ``metrics.csv``, since those frames are collected again)."""
+    are dropped from ``metrics.csv``, since those frames are collected again). A run killed before its first
+    checkpoint starts again from frame 0 (:func:`_forget_killed_attempt`)."""
     run = load_run(path)
     run.lock()  # a second writer is refused here, before anything is read or written
     try:
         config = run.config()
-        if not (run.checkpoint_dir / "last.pt").exists() and run.meta().get("status") == "running":
-            return _restart(config, run, total_frames=total_frames, show_progress=show_progress, verbose=verbose)
-        saved = run.load_checkpoint("last")
-        lifecycle.check_compatible(saved, config, run)
-        run.check_readable()  # a damaged meta.json, metrics.csv or events.jsonl: refused, nothing is written
         status = run.meta().get("status")
-        budget_left = (total_frames or config.train.total_frames) > saved["frames"]
-        if status == "finished" and not budget_left or status == "solved" and total_frames is None:
-            raise UserError(
-                f"{run.path} already ended ({status} at {saved['frames']:,} frames): nothing to "
-                "resume; add --frames N to extend its budget"
-            )
+        killed_early = status == "running" and not (run.checkpoint_dir / "last.pt").exists()
+        saved = None if killed_early else run.load_checkpoint("last")
+        if saved is not None:
+            lifecycle.check_compatible(saved, config, run)
+        run.check_readable()  # a damaged meta.json, metrics.csv or events.jsonl: refused, nothing is written
+        if saved is not None:
+            budget_left = (total_frames or config.train.total_frames) > saved["frames"]
+            if status == "finished" and not budget_left or status == "solved" and total_frames is None:
+                raise UserError(
+                    f"{run.path} already ended ({status} at {saved['frames']:,} frames): nothing to "
+                    "resume; add --frames N to extend its budget"
+                )
         if total_frames is not None:
             config.train.total_frames = total_frames
             config.validate()
             run.save_config(config)
+        if saved is None:
+            _forget_killed_attempt(run, config)
         return _train(config, run, checkpoint=saved, show_progress=show_progress, verbose=verbose)
     finally:
         run.unlock()
 
 
-def _restart(config: Config, run: Run, *, total_frames: int | None, show_progress: bool, verbose: bool) -> Run:
+def _forget_killed_attempt(run: Run, config: Config) -> None:
     """A run killed before its first checkpoint (SIGKILL, a power cut: SIGINT and SIGTERM write one) has
     nothing to continue from, so ``--resume`` starts it again from frame 0 in its directory, with its config
     and seed: what the killed attempt logged (rows, evaluations, ``best.pt``) is dropped, a ``restart``
     event says so, and the run is the one it would have been (the same seed; not counted as a resume)."""
-    run.check_readable()  # a damaged meta.json, metrics.csv or events.jsonl: refused, nothing is written
     killed_at = max((row["frames"] for row in run.metrics()), default=0)
-    if total_frames is not None:
-        config.train.total_frames = total_frames
-        config.validate()
-        run.save_config(config)
     run.truncate_metrics(after_frames=0)
     run.truncate_events(after_frames=0)
     (run.checkpoint_dir / "best.pt").unlink(missing_ok=True)
+    every = config.train.checkpoint_every_frames
     run.event(
         "restart",
-        reason="killed before its first checkpoint (train.checkpoint_every_frames="
-        f"{config.train.checkpoint_every_frames:,}); started again from frame 0",
+        reason=f"killed before its first checkpoint (train.checkpoint_every_frames={every:,}); restarted at frame 0",
         logged_frames=killed_at,
     )
     print(
         f"{run.path} was killed before its first checkpoint (its last row at {killed_at:,.0f} frames, "
-        f"train.checkpoint_every_frames={config.train.checkpoint_every_frames:,}): starting it again from frame 0"
+        f"train.checkpoint_every_frames={every:,}): starting it again from frame 0"
     )
-    return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose)
 
 
 def _train(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bool, verbose: bool) -> Run:
