@@ -18,14 +18,19 @@ def cli_command(args) -> list[str]:
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def cli_env() -> dict[str, str]:
+def cli_env(**extra: str) -> dict[str, str]:
     # this checkout's rlpilot first (an editable install may point at another checkout), nothing else
     # from the test run's path
-    return {**os.environ, "PYTHONPATH": str(SRC)}
+    return {**os.environ, "PYTHONPATH": str(SRC), **extra}
 
 
-def run_cli(*args, cwd: str | Path = TESTS, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(cli_command(args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=cli_env())
+def run_cli(
+    *args, cwd: str | Path = TESTS, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``env``: variables added to the process's environment."""
+    return subprocess.run(
+        cli_command(args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=cli_env(**(env or {}))
+    )
 
 
 def start_cli(*args, cwd: str | Path = TESTS) -> subprocess.Popen:

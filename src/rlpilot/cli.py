@@ -77,6 +77,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     resolve_env(env_cfg.id)  # bad ids fail here, before torch is imported
     if args.episodes is not None and args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of random-policy episodes")
+    from rlpilot.torchrl_import import import_torchrl
+
+    import_torchrl()
     from rlpilot.check import check_env
 
     report = check_env(
@@ -137,6 +140,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         if args.target or args.set or args.seed is not None or args.device or args.run_dir or args.config:
             raise UserError("--resume RUN continues a run with its own config; only --frames may change the budget")
+        from rlpilot.torchrl_import import import_torchrl
+
+        import_torchrl()
         from rlpilot.loop.trainer import resume
 
         run = resume(args.resume, total_frames=args.frames, show_progress=not args.quiet, verbose=args.verbose)
@@ -152,6 +158,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
             from rlpilot.registry import resolve_multiagent_env
 
             resolve_multiagent_env(config.env.id, config.env.backend)
+        from rlpilot.torchrl_import import import_torchrl
+
+        import_torchrl()  # TorchRL without the Ray and MuJoCo it would import for nothing (its docstring)
         from rlpilot.loop.trainer import train
 
         run = train(
@@ -301,6 +310,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     if is_group_target(args.target):
         return _eval_group(args)
+    from rlpilot.torchrl_import import import_torchrl
+
+    import_torchrl()
     from rlpilot.play.episodes import evaluate_target
 
     result, csv_path, video = evaluate_target(

@@ -84,6 +84,11 @@ def test_check_reports_broken_envs_with_exit_1():
     assert "[warning] unnormalised observation scales" in out.stdout
 
 
+# what a control run never loads: plotting (the curve is drawn by a helper process), language models,
+# dataframes, export; and Ray and MuJoCo, which TorchRL imports when they are installed (rlpilot.torchrl_import)
+NOT_ON_A_CONTROL_RUN = ("matplotlib", "transformers", "pandas", "onnx", "onnxruntime", "ray", "mujoco")
+
+
 def test_train_and_eval_through_the_cli(tmp_path):
     run_dir = tmp_path / "run"
     out = rlpilot(
@@ -99,8 +104,14 @@ def test_train_and_eval_through_the_cli(tmp_path):
         "--run-dir",
         str(run_dir),
         "-q",
+        env={"PYTHONPROFILEIMPORTTIME": "1"},  # every import the command made, on stderr
     )
     assert out.returncode == 0, out.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "torchrl.data" in imported and "tensordict" in imported  # the listing is real
+    # a package counts as loaded when any module inside it was (a hidden one logs only its refused name)
+    loaded = {name.split(".")[0] for name in imported if "." in name}
+    assert loaded.isdisjoint(NOT_ON_A_CONTROL_RUN), sorted(loaded & set(NOT_ON_A_CONTROL_RUN))
     assert f"run:    {run_dir}" in out.stdout and "curve:" in out.stdout
     # the command left through the quick exit (cli.entry): everything it wrote is complete and readable
     meta = json.loads((run_dir / "meta.json").read_text())
