@@ -96,3 +96,36 @@ def test_unknown_module_is_one_clear_error():
 def test_numpy_backend_requires_an_implementation():
     with pytest.raises(UserError, match="no numpy-vectorised implementation"):
         make_env(EnvConfig(id="Pendulum-v1", backend="numpy"))
+
+
+@pytest.mark.parametrize("integrator, sutton_barto", [("euler", False), ("semi-implicit euler", True)])
+def test_the_lean_cartpole_step_is_upstreams_step(integrator, sutton_barto):
+    """CartPoleVectorEnvNoAutoreset.step skips upstream's action assert and NEXT_STEP resets (none in
+    DISABLED mode): the same observations, rewards and flags, bit for bit, and the same random stream."""
+    from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+
+    class Upstream(CartPoleVectorEnvNoAutoreset):
+        def step(self, action):
+            self.prev_done[:] = False
+            return CartPoleVectorEnv.step(self, action)
+
+    ours, upstream = (
+        cls(num_envs=7, max_episode_steps=25, sutton_barto_reward=sutton_barto)
+        for cls in (CartPoleVectorEnvNoAutoreset, Upstream)
+    )
+    for env in (ours, upstream):
+        env.kinematics_integrator = integrator
+        env.reset(seed=5)
+    actions = np.random.default_rng(0).integers(0, 2, size=(2000, 7))
+    terminations = truncations = 0
+    for action in actions:
+        got, want = ours.step(action), upstream.step(action)
+        for a, b in zip(got[:4], want[:4]):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        done = want[2] | want[3]
+        terminations, truncations = terminations + int(want[2].sum()), truncations + int(want[3].sum())
+        if done.any():
+            assert np.array_equal(
+                ours.reset(options={"reset_mask": done})[0], upstream.reset(options={"reset_mask": done})[0]
+            )
+    assert terminations > 100 and truncations > 100  # both ways an episode ends, with partial resets

@@ -36,8 +36,44 @@ class CartPoleVectorEnvNoAutoreset(CartPoleVectorEnv):
     metadata = {**CartPoleVectorEnv.metadata, "autoreset_mode": AutoresetMode.DISABLED}
 
     def step(self, action):
-        self.prev_done[:] = False  # upstream would reset these envs inside step (NEXT_STEP)
-        return super().step(action)
+        """Upstream's ``step`` (gymnasium 1.4: the same arithmetic, in the same order, so the same floats)
+        without its two per-step costs that DISABLED mode does not need: ``action_space.contains`` (an
+        ``assert``: the actions come from rlpilot's own policies, in range by construction) and the
+        NEXT_STEP reset of ``prev_done`` envs (none here: finished envs are reset by the caller; a draw
+        of zero values does not advance the generator, so seeded streams are unchanged). About 2x faster
+        at 8 and 20 envs (130-150 -> 50-80 us a step on this project's 2-core machine, 2026-12-02); a
+        ``ppo-cartpole`` run steps it ~2,500 times (collection and evaluation). Tested identical to
+        upstream's step (observations, rewards, flags) over thousands of steps with partial resets."""
+        x, x_dot, theta, theta_dot = self.state
+        force = np.sign(action - 0.5) * self.force_mag
+        costheta = np.cos(theta)
+        sintheta = np.sin(theta)
+        temp = (force + self.polemass_length * np.square(theta_dot) * sintheta) / self.total_mass
+        thetaacc = (self.gravity * sintheta - costheta * temp) / (
+            self.length * (4.0 / 3.0 - self.masspole * np.square(costheta) / self.total_mass)
+        )
+        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
+        if self.kinematics_integrator == "euler":
+            x = x + self.tau * x_dot
+            x_dot = x_dot + self.tau * xacc
+            theta = theta + self.tau * theta_dot
+            theta_dot = theta_dot + self.tau * thetaacc
+        else:  # semi-implicit euler
+            x_dot = x_dot + self.tau * xacc
+            x = x + self.tau * x_dot
+            theta_dot = theta_dot + self.tau * thetaacc
+            theta = theta + self.tau * theta_dot
+        self.state = np.stack((x, x_dot, theta, theta_dot))
+        # |x| > t is x < -t or x > t (upstream's four comparisons), for every float but NaN, which
+        # is neither in both forms
+        terminated = (np.abs(x) > self.x_threshold) | (np.abs(theta) > self.theta_threshold_radians)
+        self.steps += 1
+        truncated = self.steps >= self.max_episode_steps
+        if self._sutton_barto_reward:
+            reward = -np.array(terminated, dtype=np.float32)
+        else:
+            reward = np.ones_like(terminated, dtype=np.float32)
+        return self.state.T.astype(np.float32), reward, terminated, truncated, {}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         mask = None if options is None else options.get("reset_mask")
