@@ -61,11 +61,11 @@ class Guard:
         self, optimizer: torch.optim.Optimizer, parameters: list, loss: torch.Tensor, max_grad_norm: float, update: int
     ) -> torch.Tensor | None:
         """backward, clip, and the optimiser step unless the guard refuses; the grad norm, or None if skipped."""
-        optimizer.zero_grad(set_to_none=True)
+        drop_grads(optimizer)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm, foreach=True)
         if not self.allow(loss, grad_norm, update):
-            optimizer.zero_grad(set_to_none=True)
+            drop_grads(optimizer)
             return None
         optimizer.step()
         return grad_norm
@@ -81,6 +81,15 @@ class Guard:
         self.lr_scale = float(state["lr_scale"])
         self.total_trips = int(state["total_trips"])
         self.trips = 0
+
+
+def drop_grads(optimizer: torch.optim.Optimizer) -> None:
+    """What ``optimizer.zero_grad(set_to_none=True)`` does, without its profiler scope and bookkeeping:
+    ~100 us -> ~10 us an update on this project's 2-core machine (12 tensors, 2026-12-02), 640 times in a
+    ``ppo-cartpole`` run."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            param.grad = None
 
 
 def json_float(value: float) -> float | str:
