@@ -4,10 +4,11 @@ Each measurement is a fresh process, one at a time, the kinds interleaved round 
 the machine's state touches all of them alike:
 
 - ``floor``: ``python -c "import torch, tensordict, torchrl"`` (the issue's floor: nothing TorchRL-based
-  starts faster), and ``floor + envs``: also ``torchrl.envs`` and ``torchrl.data`` (what any TorchRL env
-  and replay buffer user imports; it pulls in Ray and MuJoCo when they are installed). For both: the
-  process age when the imports are done (``/proc``: from the process start, interpreter included) and
-  the whole process.
+  starts faster), ``floor + envs``: also ``torchrl.envs`` and ``torchrl.data`` (what any TorchRL env
+  and replay buffer user imports; it pulls in Ray and MuJoCo when they are installed), and the same with
+  Ray and MuJoCo hidden from TorchRL, as rlpilot's CLI imports it (``rlpilot.torchrl_import``). For each:
+  the process age when the imports are done (``/proc``: from the process start, interpreter included)
+  and the whole process.
 - ``rlpilot train ppo-cartpole`` (the CLI a user runs, ``--quiet``, seeds from 100): ``startup_s`` from
   its ``meta.json`` (the process age when the loop is about to collect its first frame: imports, config,
   envs, networks; the loggers open at the first logged row) and the whole process (to the shell prompt:
@@ -48,6 +49,11 @@ AGE = (
 IMPORTS = {
     "floor": "import torch, tensordict, torchrl",
     "floor + envs": "import torch, tensordict, torchrl, torchrl.envs, torchrl.data",
+    # what rlpilot's CLI imports (rlpilot.torchrl_import): the same, with Ray and MuJoCo hidden from TorchRL
+    "floor + envs, Ray and MuJoCo hidden": (
+        "import sys\nsys.modules['ray'] = sys.modules['mujoco'] = None\n"
+        "import torch, tensordict, torchrl, torchrl.envs, torchrl.data"
+    ),
     "import stable_baselines3": "import stable_baselines3",
 }
 TYPOS = {
@@ -133,7 +139,7 @@ def main() -> None:
     train = rows["rlpilot train ppo-cartpole"]
     gaps = {
         floor: median_interval([t["ready_s"] - f["ready_s"] for t, f in zip(train, rows[floor], strict=True)])
-        for floor in ("floor", "floor + envs")
+        for floor in ("floor", "floor + envs", "floor + envs, Ray and MuJoCo hidden")
     }
     report = ["", f"{args.rounds} rounds, medians [min-max] in seconds", ""]
     for name, runs in rows.items():

@@ -238,6 +238,7 @@ def stays_solved_table(path: Path) -> str:
 STARTUP_LABELS = {
     "floor": "floor: `import torch, tensordict, torchrl`",
     "floor + envs": "floor + `torchrl.envs`, `torchrl.data`",
+    "floor + envs, Ray and MuJoCo hidden": "the same, Ray and MuJoCo hidden from TorchRL (as rlpilot's CLI imports it)",
     "import stable_baselines3": "`import stable_baselines3` (for scale)",
     "rlpilot train ppo-cartpole": "`rlpilot train ppo-cartpole` (ready: its first frame)",
 }
