@@ -153,6 +153,7 @@ def test_load_artifact_rejects_a_file_without_signature(tmp_path):
         load_artifact(lonely)
 
 
+@pytest.mark.slow  # ~34 s of ffmpeg through the CLI; make test keeps the GIF path (test_eval_writes_episodes_and_a_gif)
 def test_eval_cli_records_mp4(runs, tmp_path):
     video = tmp_path / "episode.mp4"
     out = rlpilot(
