@@ -306,13 +306,13 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return 0
     if args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
+    from rlpilot.torchrl_import import import_torchrl
+
+    import_torchrl()  # before rlpilot.multiagent.play, which imports TorchRL
     from rlpilot.multiagent.play import is_group_target
 
     if is_group_target(args.target):
         return _eval_group(args)
-    from rlpilot.torchrl_import import import_torchrl
-
-    import_torchrl()
     from rlpilot.play.episodes import evaluate_target
 
     result, csv_path, video = evaluate_target(

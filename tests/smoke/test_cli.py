@@ -89,6 +89,15 @@ def test_check_reports_broken_envs_with_exit_1():
 NOT_ON_A_CONTROL_RUN = ("matplotlib", "transformers", "pandas", "onnx", "onnxruntime", "ray", "mujoco")
 
 
+def _loaded_packages(importtime_stderr: str) -> set[str]:
+    """Packages a process imported, from its ``PYTHONPROFILEIMPORTTIME`` lines: a package counts when a module
+    inside it was imported (a hidden one logs only its refused top-level name)."""
+    names = {
+        line.rsplit("|", 1)[-1].strip() for line in importtime_stderr.splitlines() if line.startswith("import time:")
+    }
+    return {name.split(".")[0] for name in names if "." in name}
+
+
 def test_train_and_eval_through_the_cli(tmp_path):
     run_dir = tmp_path / "run"
     out = rlpilot(
@@ -107,10 +116,8 @@ def test_train_and_eval_through_the_cli(tmp_path):
         env={"PYTHONPROFILEIMPORTTIME": "1"},  # every import the command made, on stderr
     )
     assert out.returncode == 0, out.stderr
-    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
-    assert "torchrl.data" in imported and "tensordict" in imported  # the listing is real
-    # a package counts as loaded when any module inside it was (a hidden one logs only its refused name)
-    loaded = {name.split(".")[0] for name in imported if "." in name}
+    loaded = _loaded_packages(out.stderr)
+    assert {"torchrl", "tensordict"} <= loaded  # the listing is real
     assert loaded.isdisjoint(NOT_ON_A_CONTROL_RUN), sorted(loaded & set(NOT_ON_A_CONTROL_RUN))
     assert f"run:    {run_dir}" in out.stdout and "curve:" in out.stdout
     # the command left through the quick exit (cli.entry): everything it wrote is complete and readable
@@ -120,8 +127,9 @@ def test_train_and_eval_through_the_cli(tmp_path):
     # start-up: from the process start to the first frame, imports included; printed beside the wall time
     assert 0.5 < meta["startup_s"] < 120
     assert f"(after {meta['startup_s']:.1f} s of start-up)" in out.stdout
-    out = rlpilot("eval", str(run_dir), "--episodes", "3")
+    out = rlpilot("eval", str(run_dir), "--episodes", "3", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert out.returncode == 0, out.stderr
+    assert _loaded_packages(out.stderr).isdisjoint(NOT_ON_A_CONTROL_RUN)
     assert "3 greedy episodes: mean" in out.stdout and (run_dir / "eval.csv").is_file()
     out = rlpilot("train", "ppo", "CartPole-v1", "--frames", "512", "--run-dir", str(run_dir), "-q")
     assert out.returncode == 2 and "already exists" in out.stderr
