@@ -15,6 +15,7 @@ import threading
 from typing import NoReturn
 
 from rlpilot.errors import UserError
+from rlpilot.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
 
 EXIT_BAD_INPUT = 2
 DESCRIPTION = (
@@ -77,8 +78,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
     resolve_env(env_cfg.id)  # bad ids fail here, before torch is imported
     if args.episodes is not None and args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of random-policy episodes")
-    from rlpilot.torchrl_import import import_torchrl
-
     import_torchrl()
     from rlpilot.check import check_env
 
@@ -137,15 +136,10 @@ def _train_config(args: argparse.Namespace):
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    config = None
     if args.resume:
         if args.target or args.set or args.seed is not None or args.device or args.run_dir or args.config:
             raise UserError("--resume RUN continues a run with its own config; only --frames may change the budget")
-        from rlpilot.torchrl_import import import_torchrl
-
-        import_torchrl()
-        from rlpilot.loop.trainer import resume
-
-        run = resume(args.resume, total_frames=args.frames, show_progress=not args.quiet, verbose=args.verbose)
     else:
         if not args.target and not args.config:
             raise UserError("rlpilot train needs a preset (rlpilot presets), ALGO ENV, --config FILE or --resume RUN")
@@ -158,11 +152,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
             from rlpilot.registry import resolve_multiagent_env
 
             resolve_multiagent_env(config.env.id, config.env.backend)
-        from rlpilot.torchrl_import import import_torchrl
+    import_torchrl()
+    from rlpilot.loop.trainer import resume, train
 
-        import_torchrl()  # TorchRL without the Ray and MuJoCo it would import for nothing (its docstring)
-        from rlpilot.loop.trainer import train
-
+    if config is None:
+        run = resume(args.resume, total_frames=args.frames, show_progress=not args.quiet, verbose=args.verbose)
+    else:
         run = train(
             config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet, verbose=args.verbose
         )
@@ -306,8 +301,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return 0
     if args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
-    from rlpilot.torchrl_import import import_torchrl
-
     import_torchrl()  # before rlpilot.multiagent.play, which imports TorchRL
     from rlpilot.multiagent.play import is_group_target
 
