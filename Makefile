@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.rlpilot-installed
 DEMO_RUN := runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: demo test test-all lint bench venv clean bench-marl-venv bench-sbx-venv
+.PHONY: demo test test-all lint docs bench venv clean bench-marl-venv bench-sbx-venv
 
 venv: $(STAMP)
 
@@ -34,6 +34,11 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "" tests
 
+# the docs site (mkdocs.yml: docs/ plus the API reference from the docstrings) into site/, warnings as errors
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
+	@echo "docs site: site/index.html"
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools examples
 	$(BIN)/ruff format --check src tests benchmarks tools examples
@@ -43,7 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/time_to_solve.py
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs site
 
 # BenchMARL, the multi-agent peer of benchmarks/multiagent_spread.py, pins torchrl<0.12 (rlpilot: 0.14.1):
 # its own virtualenv, on torch 2.13 (this machine's local CPU wheel when present), never rlpilot's .venv

@@ -13,7 +13,7 @@ with the KL penalty, Adam step. A random model almost never emits end-of-sequenc
 ``--max-new-tokens`` long: the numbers are for full-length responses. The reward (share of response tokens
 from the lower half of the vocabulary) only exists to give non-zero advantages.
 Prints one JSON object and writes it to ``DIR/llm_gpu.json``, stamped (commit, versions, command, CPU, load;
-benchmarks/README.md); on CPU it also records the process's peak resident memory.
+docs/benchmarks.md); on CPU it also records the process's peak resident memory.
 """
 
 from __future__ import annotations

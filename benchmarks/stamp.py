@@ -1,4 +1,4 @@
-"""What every result file starts with (benchmarks/README.md): commit, package versions, the command,
+"""What every result file starts with (docs/benchmarks.md): commit, package versions, the command,
 the CPU, and the machine's load when the run started and ended."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Pendulum-v1 (solved: greedy mean >= -200). Peers, all with the Zoo's hyperparame
 - ``cleanrl``: single-file PyTorch PPO and DQN in CleanRL's style (benchmarks/peers/cleanrl_*.py; PPO and
   DQN only).
 
-Two arms for every task (benchmarks/README.md):
+Two arms for every task (docs/benchmarks.md):
 
 - ``preset``: rlpilot's preset against SB3 with the Zoo's settings: what a user of each gets;
 - ``same``: rlpilot run with the Zoo's exact hyperparameters, network and env count (``SAME_SETTINGS``),

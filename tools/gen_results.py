@@ -458,6 +458,26 @@ def fault_soak_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def suite_time_table(_newest: Path) -> str:
+    """Every stamped run of ``benchmarks/suite_time.py``, oldest first: the test suite's history."""
+    rows = []
+    for path in sorted(RESULTS.glob("suite_time-*.json")):
+        data = json.loads(path.read_text())
+        stamp = data["stamp"]
+        counts = ", ".join(f"{n} {kind}" for kind, n in data["counts"].items()) or "no pytest summary"
+        minutes, seconds = divmod(round(data["wall_s"]), 60)
+        rows.append(
+            f"| `make {data['target']}` | {minutes} min {seconds:02d} s | {counts} | exit {data['returncode']} | "
+            f"{stamp_value(stamp, 'date')[:16]} | {stamp_value(stamp, 'commit')[:12]} | "
+            f"{stamp_value(stamp, 'load at start').split(' (')[0]} | `{path.name}` |"
+        )
+    header = [
+        "| command | wall time | tests | result | date | commit | load at start | result file |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    return "\n".join(header + rows)
+
+
 def _num(value) -> str:
     return "-" if value is None else (f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}")
 
@@ -797,6 +817,7 @@ SOURCES = {
     "update_cost": ("update_cost-*.json", update_cost_table),
     "stays_solved": ("stays_solved-*.json", stays_solved_table),
     "fault_soak": ("fault_soak-*.json", fault_soak_table),
+    "suite_time": ("suite_time-*.json", suite_time_table),
     "tune_acrobot": ("tune_acrobot-*.json", tune_acrobot_table),
     "arm_gains": ("arm_gains-*.json", arm_gains_table),
     "throughput": ("throughput-20*.txt", throughput_table),

@@ -285,7 +285,7 @@ BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 BENCH_MAX_FRAMES = 500_000
-BENCH_SEED_START = 100  # benchmarks/README.md: seeds that tuned a preset (0-15 at most) never measure it
+BENCH_SEED_START = 100  # docs/benchmarks.md: seeds that tuned a preset (0-15 at most) never measure it
 BENCH_EVALS_AFTER_SOLVED = 5
 
 

@@ -1,0 +1,56 @@
+"""How long the test suite takes: runs a test command (default ``make test``) once, on a machine you keep
+otherwise idle, and writes a stamped result file that tools/gen_results.py turns into the table in
+docs/results.md ("The test suite").
+
+    python benchmarks/suite_time.py --out benchmarks/results/suite_time-DATE.txt
+    python benchmarks/suite_time.py --target test-all --out benchmarks/results/suite_time-all-DATE.txt
+
+The wall time is the whole command (the .venv check included); the counts are pytest's closing line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import stamp  # noqa: E402
+
+COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
+
+
+def pytest_counts(output: str) -> dict[str, int]:
+    """The counts of pytest's closing line (``512 passed, 3 skipped in 518.2s``), the last such line."""
+    closing = [line for line in output.splitlines() if re.search(r"\d+ passed", line)]
+    if not closing:
+        return {}
+    return {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in COUNTS.findall(closing[-1])}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default="test", help="the make target to time (test or test-all)")
+    parser.add_argument("--out", required=True, help="result file (.txt; a .json twin is written beside it)")
+    args = parser.parse_args()
+    header = stamp.header()
+    start = time.perf_counter()
+    done = subprocess.run(["make", args.target], cwd=stamp.ROOT, capture_output=True, text=True, check=False)
+    wall_s = time.perf_counter() - start
+    counts = pytest_counts(done.stdout + done.stderr)
+    body = [
+        f"make {args.target}: exit {done.returncode}, {wall_s:.1f} s wall",
+        "counts: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()),
+    ]
+    print("\n".join(body))
+    data = {"target": args.target, "returncode": done.returncode, "wall_s": round(wall_s, 1), "counts": counts}
+    stamp.write_result(args.out, header, body, data)
+    return 0 if done.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

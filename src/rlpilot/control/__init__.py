@@ -1,0 +1,1 @@
+"""Single-agent control: envs, a batched collector, PPO, DQN, SAC and TD3, greedy evaluation."""
