@@ -27,6 +27,7 @@ from rlpilot.config.schema import (
     LLMConfig,
     ModelConfig,
     MultiAgentConfig,
+    OffPolicyConfig,
     PPOConfig,
     SACConfig,
     TD3Config,
@@ -38,6 +39,7 @@ from rlpilot.config.schema import (
     one_of,
     positive,
     positive_items,
+    solved_threshold,
 )
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "LLMConfig",
     "ModelConfig",
     "MultiAgentConfig",
+    "OffPolicyConfig",
     "PPOConfig",
     "SACConfig",
     "TD3Config",
@@ -72,4 +75,5 @@ __all__ = [
     "preset_names",
     "read_config_file",
     "set_value",
+    "solved_threshold",
 ]

@@ -1,10 +1,10 @@
 """The run configuration's schema: its sections as dataclasses (one docstring per field), and ``Config``.
 
-Only data lives here; values derived from it (frames per batch, number of updates, annealing
-horizons) are properties, never stored, so an override can never leave them stale. Each field's
-valid values are declared where it is defined (``positive(...)``, ``fraction(...)``, ``one_of(...)``)
-and :meth:`Config.validate` checks them all from that metadata; only rules between fields are written
-by hand. Each algorithm reads its own sections (``rlpilot.registry``): a DQN config has no ``ppo``
+Only data lives here; values derived from it (frames per batch; an algorithm's number of updates and
+annealing horizons, as methods of its section) are computed, never stored, so an override can never
+leave them stale. Each field's valid values are declared where it is defined (``positive(...)``,
+``fraction(...)``, ``one_of(...)``) and :meth:`Config.validate` checks them all from that metadata; only
+rules between fields are written by hand. Each algorithm reads its own sections (``rlpilot.registry``): a DQN config has no ``ppo``
 section, a GRPO config no ``env``.
 This module imports no torch: the CLI answers ``--help``, ``presets`` and argument errors fast.
 """
@@ -217,6 +217,14 @@ class PPOConfig:
     init_log_std: float = 0.0
     """Continuous actions: initial log standard deviation of the Gaussian before squashing."""
 
+    # -- horizons, derived from the batch (never stored) ----------------------------------------
+    def minibatches_per_epoch(self, frames_per_batch: int) -> int:
+        return max(1, frames_per_batch // self.minibatch_size)
+
+    def num_updates(self, frames_per_batch: int, num_batches: int) -> int:
+        """Gradient steps over the whole budget: the horizon of LR and clip schedules."""
+        return num_batches * self.epochs * self.minibatches_per_epoch(frames_per_batch)
+
 
 @dataclass
 class MultiAgentConfig:
@@ -339,9 +347,19 @@ class DQNConfig:
     priority_eps: float = positive(1e-6)
     """Added to |TD error| so no transition gets zero probability."""
 
+    # -- horizons, derived from the batch and the budget (never stored) ---------------------------
+    def updates_per_batch(self, frames_per_batch: int) -> int:
+        return max(1, round(frames_per_batch * self.updates_per_frame))
+
+    def exploration_frames(self, total_frames: int) -> int:
+        """Frames over which epsilon anneals."""
+        return max(1, int(total_frames * self.exploration_fraction))
+
 
 @dataclass
-class SACConfig:
+class OffPolicyConfig:
+    """What SAC and TD3 share: collection between learning phases, the replay, the warm-up, targets."""
+
     steps_per_env: int = positive(8)
     """Steps collected per env between learning phases; frames per batch = this x ``env.num_envs``.
     Small: SB3 updates after every env step; a few steps per phase keep the data nearly as fresh at a
@@ -349,13 +367,14 @@ class SACConfig:
     buffer_size: int = positive(1_000_000)
     """Replay capacity in transitions (SB3's default: on short budgets nothing is ever evicted)."""
     batch_size: int = positive(256)
-    """Transitions per gradient step (SB3's and the SAC paper's 256)."""
+    """Transitions per gradient step (SB3's and the SAC and TD3 papers' 256)."""
     lr: float = positive(3e-4)
-    """Adam learning rate of actor, critics and temperature (constant; SB3's default, the SAC paper's)."""
+    """Adam learning rate of every network (and SAC's temperature), constant."""
     gamma: float = fraction(0.99)
     """Discount per step."""
     tau: float = fraction(0.005)
-    """Polyak rate of the target critics after every update: target += tau x (online - target)."""
+    """Polyak rate of the targets: target += tau x (online - target) (SAC: after every update; TD3: on each
+    delayed actor update)."""
     learning_starts: int = at_least(100, 0)
     """Frames collected with uniformly random actions (in the Box) before the first update (SB3: 100)."""
     warmup_hold: int = positive(1)
@@ -363,40 +382,28 @@ class SACConfig:
     explore further where a task needs one push kept up: on MountainCarContinuous, uniform forces held for 20-50
     steps reach the flag in 28 of 30 episodes, fresh ones every step in none."""
     updates_per_frame: float = positive(1.0)
-    """Gradient steps per collected frame (update-to-data ratio; SB3's train_freq=1, gradient_steps=1)."""
+    """Critic gradient steps per collected frame (update-to-data ratio; SB3's train_freq=1, gradient_steps=1)."""
+    max_grad_norm: float | None = positive(None)
+    """Clip of the global gradient norm over all the algorithm's networks together; ``None``: no clipping
+    (as SB3 and the papers); the norm is still logged as ``opt/grad_norm``."""
+
+
+@dataclass
+class SACConfig(OffPolicyConfig):
+    lr: float = positive(3e-4)
+    """Adam learning rate of actor, critics and temperature (constant; SB3's default, the SAC paper's)."""
     alpha_init: float = positive(1.0)
     """Initial entropy temperature (SB3's and TorchRL's 1.0); learned from there."""
     target_entropy: str | float = "auto"
     """Entropy the temperature steers the policy towards, in nats: ``auto`` is -dim(A) (the SAC
     paper's heuristic), or a number. Measured on the action in the env's Box (TorchRL's TanhNormal
     convention), so a Box of half-width 2 reads log 2 nats higher per dim than SB3's [-1, 1] scale."""
-    max_grad_norm: float | None = positive(None)
-    """Clip of the global gradient norm over actor, critics and temperature together; ``None``: no
-    clipping (SAC in SB3 and the paper clips nothing); the norm is still logged as ``opt/grad_norm``."""
 
 
 @dataclass
-class TD3Config:
-    steps_per_env: int = positive(8)
-    """Steps collected per env between learning phases; frames per batch = this x ``env.num_envs``."""
-    buffer_size: int = positive(1_000_000)
-    """Replay capacity in transitions (SB3's default)."""
-    batch_size: int = positive(256)
-    """Transitions per gradient step (SB3's default)."""
+class TD3Config(OffPolicyConfig):
     lr: float = positive(1e-3)
     """Adam learning rate of actor and critics (constant; SB3's and the TD3 paper's 1e-3)."""
-    gamma: float = fraction(0.99)
-    """Discount per step."""
-    tau: float = fraction(0.005)
-    """Polyak rate of the target actor and critics, applied on each delayed actor update."""
-    learning_starts: int = at_least(100, 0)
-    """Frames collected with uniformly random actions (in the Box) before the first update (SB3: 100)."""
-    warmup_hold: int = positive(1)
-    """Env steps each uniform warm-up action is held for (1: a fresh action every step, as SB3). Held actions
-    explore further where a task needs one push kept up: on MountainCarContinuous, uniform forces held for 20-50
-    steps reach the flag in 28 of 30 episodes, fresh ones every step in none."""
-    updates_per_frame: float = positive(1.0)
-    """Critic gradient steps per collected frame (the actor steps every ``policy_delay``-th)."""
     policy_delay: int = positive(2)
     """Critic updates per actor and target update (the TD3 paper's 2)."""
     target_noise: float = at_least(0.2, 0.0)
@@ -407,9 +414,6 @@ class TD3Config:
     exploration_noise: float = at_least(0.1, 0.0)
     """Std of the Gaussian added to the actor's action while collecting, as a fraction of the Box's
     half-width (the paper's and RL Zoo's 0.1); the sum is clipped into the Box."""
-    max_grad_norm: float | None = positive(None)
-    """Clip of the global gradient norm over actor and critics together; ``None``: no clipping (as SB3
-    and the paper); the norm is still logged as ``opt/grad_norm``."""
 
 
 @dataclass
@@ -516,24 +520,6 @@ class Config:
     def num_batches(self) -> int:
         return max(1, math.ceil(self.train.total_frames / self.frames_per_batch))
 
-    @property
-    def minibatches_per_epoch(self) -> int:
-        return max(1, self.frames_per_batch // self.ppo.minibatch_size)
-
-    @property
-    def num_updates(self) -> int:
-        """PPO gradient steps over the whole budget: the horizon of LR and clip schedules."""
-        return self.num_batches * self.ppo.epochs * self.minibatches_per_epoch
-
-    @property
-    def dqn_updates_per_batch(self) -> int:
-        return max(1, round(self.frames_per_batch * self.dqn.updates_per_frame))
-
-    @property
-    def exploration_frames(self) -> int:
-        """Frames over which DQN's epsilon anneals."""
-        return max(1, int(self.train.total_frames * self.dqn.exploration_fraction))
-
     def to_dict(self) -> dict:
         """The algorithm's sections only (what ``config.yaml`` holds)."""
         data = dataclasses.asdict(self)
@@ -616,3 +602,11 @@ class Config:
         if unknown_loggers:
             problems.append(f"train.loggers: unknown {sorted(unknown_loggers)} ({', '.join(LOGGERS)})")
         return problems
+
+
+def solved_threshold(config: Config) -> float | None:
+    """The preset's ``train.solved_at``, else the env's registered ``reward_threshold`` (control runs)."""
+    if config.train.solved_at is not None or config.kind != "control":
+        return config.train.solved_at
+    _, env_id = registry.resolve_env(config.env.id)
+    return None if env_id is None else registry.registered_spec(env_id).reward_threshold

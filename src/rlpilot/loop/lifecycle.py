@@ -13,7 +13,6 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from rlpilot import registry
 from rlpilot.config import Config, from_dict
 from rlpilot.curve_helper import CurveHelper
 from rlpilot.errors import UserError
@@ -35,14 +34,6 @@ def resolve_device(name: str) -> torch.device:
 def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
-
-
-def solved_threshold(config: Config) -> float | None:
-    """The preset's ``train.solved_at``, else the env's registered ``reward_threshold`` (control runs)."""
-    if config.train.solved_at is not None or config.kind != "control":
-        return config.train.solved_at
-    _, env_id = registry.resolve_env(config.env.id)
-    return None if env_id is None else registry.registered_spec(env_id).reward_threshold
 
 
 def check_memory(config: Config) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from rlpilot import curve_helper, registry
-from rlpilot.config import Config
+from rlpilot.config import Config, solved_threshold
 from rlpilot.errors import StopRun, UserError
 from rlpilot.loop import lifecycle
 from rlpilot.loop.monitor import Milestones, Progress, ProgressBar
@@ -122,7 +122,7 @@ def _build_and_run(
 ) -> Run:
     torch.set_num_threads(config.train.num_threads)
     device = lifecycle.resolve_device(config.train.device)
-    threshold = lifecycle.solved_threshold(config)
+    threshold = solved_threshold(config)
     progress = Progress.from_state(checkpoint["progress"]) if checkpoint else Progress()
     resumes = lifecycle.count_resume(run, progress.frames) if checkpoint else 0
     seed = config.train.seed + lifecycle.RESUME_SEED_STRIDE * resumes

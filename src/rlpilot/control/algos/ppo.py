@@ -2,7 +2,7 @@
 
 One collected batch of shape ``[num_envs, steps]``: GAE over the whole batch (once, before any
 minibatch), then ``epochs`` passes of minibatches drawn without replacement, each a clipped-loss step
-with gradient clipping. LR and clip are annealed over the real number of updates (``config.num_updates``),
+with gradient clipping. LR and clip are annealed over the real number of updates (``config.ppo.num_updates``),
 derived from the budget.
 
 One implementation, owning its networks and optimiser: :func:`gae` and :func:`ppo_loss` are plain
@@ -107,16 +107,20 @@ class PPO:
         return dist.log_prob(action), -dist.log_prob(dist.rsample())
 
     # -- learning ----------------------------------------------------------------------------
+    def num_updates(self) -> int:
+        """Gradient steps over the whole budget: the horizon of LR and clip schedules."""
+        return self.config.ppo.num_updates(self.config.frames_per_batch, self.config.num_batches)
+
     def _anneal(self, fraction: float = 1.0) -> float:
         """Share of the schedule still ahead (1 -> 0 over ``fraction`` of the budget's updates)."""
-        return max(0.0, 1.0 - self.updates / max(1.0, fraction * self.config.num_updates))
+        return max(0.0, 1.0 - self.updates / max(1.0, fraction * self.num_updates()))
 
     def lr(self) -> float:
         cfg = self.config.ppo
         if cfg.lr_schedule == "linear":
             factor = self._anneal(cfg.lr_schedule_fraction)
         elif cfg.lr_schedule == "cosine":
-            t_max = max(1.0, cfg.lr_schedule_fraction * self.config.num_updates)
+            t_max = max(1.0, cfg.lr_schedule_fraction * self.num_updates())
             factor = 0.5 * (1.0 + math.cos(math.pi * self.updates / t_max))
         else:
             factor = 1.0
@@ -133,7 +137,7 @@ class PPO:
         with torch.no_grad():
             gae(batch, self.critic_net, cfg.gamma, cfg.gae_lambda, time_dim=self.time_dim)
         flat = batch.reshape(-1)
-        size, n_minibatches = cfg.minibatch_size, self.config.minibatches_per_epoch
+        size, n_minibatches = cfg.minibatch_size, cfg.minibatches_per_epoch(self.config.frames_per_batch)
         # plain tensors: indexing a TensorDict per minibatch cost ~0.3 ms of a ~1.5 ms update
         columns = {key: flat.get(key) for key in MINIBATCH_KEYS}
         sums = torch.zeros(len(STEP_METRICS), device=self.device)
