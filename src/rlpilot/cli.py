@@ -25,7 +25,7 @@ DESCRIPTION = (
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
-    from rlpilot.config import load_config, preset_names
+    from rlpilot.config.load import load_config, preset_names
 
     rows = []
     for name in preset_names():
@@ -56,7 +56,8 @@ def _preset_threshold(config) -> float | None:
 
 def _env_config(target: str, overrides: list[str]):
     """``check`` accepts a preset name or an env id (with ``--set env.*`` overrides either way)."""
-    from rlpilot.config import Config, EnvConfig, apply_overrides, load_config, preset_names
+    from rlpilot.config.load import apply_overrides, load_config, preset_names
+    from rlpilot.config.schema import Config, EnvConfig
 
     if target in preset_names():
         config = load_config(target, overrides=overrides)
@@ -102,7 +103,7 @@ def _check_group(env_cfg, args: argparse.Namespace) -> int:
 
 
 def _train_config(args: argparse.Namespace):
-    from rlpilot.config import load_config
+    from rlpilot.config.load import load_config
     from rlpilot.registry import ALGORITHMS, is_config_file
 
     overrides = list(args.set)
@@ -217,7 +218,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     presets = None
     if args.presets:
-        from rlpilot.config import preset_names
+        from rlpilot.config.load import preset_names
 
         presets = [name.strip() for name in args.presets.split(",") if name.strip()]
         unknown = [name for name in presets if name not in preset_names()]
@@ -252,7 +253,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         raise UserError("rlpilot tune needs Optuna: pip install 'rlpilot[tune]'") from None
     from pathlib import Path
 
-    from rlpilot.config import load_config
+    from rlpilot.config.load import load_config
     from rlpilot.tune import TuneSpec, parse_space, tune
 
     load_config(args.preset, overrides=args.set)  # the starting configuration must be valid
@@ -286,7 +287,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 def _default_objective(preset: str, overrides: list[str]) -> str:
     """frames to solved when the preset has a threshold, else the final greedy return."""
-    from rlpilot.config import load_config
+    from rlpilot.config.load import load_config
 
     return "return" if _preset_threshold(load_config(preset, overrides=overrides)) is None else "frames"
 

@@ -34,7 +34,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from rlpilot.config import field_type, load_config, solved_threshold
+from rlpilot.config.load import field_type, load_config
+
+from rlpilot.config.schema import solved_threshold
 from rlpilot.errors import UserError
 from rlpilot.runs import atomic_write, load_run, try_lock
 from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_member, worker_pool

@@ -39,6 +39,7 @@ from rlpilot.config.schema import (
     one_of,
     positive,
     positive_items,
+    resolve_device,
     solved_threshold,
 )
 
@@ -74,6 +75,7 @@ __all__ = [
     "positive_items",
     "preset_names",
     "read_config_file",
+    "resolve_device",
     "set_value",
     "solved_threshold",
 ]

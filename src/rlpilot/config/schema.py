@@ -14,12 +14,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from rlpilot import registry
 from rlpilot.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 BACKENDS = ("auto", "numpy", "sync", "native", "async", "pettingzoo", "vmas")
 MAX_SEED = 2**31 - 1  # numpy's legacy seeding takes < 2**32; evaluation seeds add offsets to the run's seed
@@ -610,3 +613,14 @@ def solved_threshold(config: Config) -> float | None:
         return config.train.solved_at
     _, env_id = registry.resolve_env(config.env.id)
     return None if env_id is None else registry.registered_spec(env_id).reward_threshold
+
+
+def resolve_device(name: str) -> torch.device:
+    """``train.device`` as a torch device (``auto``: cuda when available); torch is imported here, when called."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device is visible to torch; use --device cpu or auto")
+    return torch.device(name)

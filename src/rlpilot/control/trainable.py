@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from rlpilot import registry
-from rlpilot.config import Config
+from rlpilot.config.schema import Config
 from rlpilot.control.algos import build
 from rlpilot.control.collect import BatchCollector
 from rlpilot.control.evaluate import evaluate

@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from rlpilot.config import Config
+from rlpilot.config.schema import Config
 from rlpilot.guard import Guard
 from rlpilot.llm import require_transformers
 from rlpilot.llm.tasks import Task, make_task
@@ -339,7 +339,7 @@ def _training_prompts(task: Task, count: int) -> list[str]:
 def evaluate_run(path, *, checkpoint: str = "last") -> tuple[torch.Tensor, list[str], list[str]]:
     """``rlpilot eval`` on an LLM run: greedy held-out rewards of a checkpoint (prompts, responses too)."""
     from rlpilot.errors import UserError
-    from rlpilot.loop.lifecycle import resolve_device
+    from rlpilot.config.schema import resolve_device
     from rlpilot.runs import load_run
 
     run = load_run(path)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlpilot.config import Config, ModelConfig
+from rlpilot.config.schema import Config, ModelConfig
 from rlpilot.control.algos.ppo import PPO
 from rlpilot.control.models import GreedyActor, mlp
 from rlpilot.guard import Guard

@@ -18,12 +18,11 @@ import numpy as np
 import torch
 
 from rlpilot import registry
-from rlpilot.config import EnvConfig
+from rlpilot.config.schema import EnvConfig
 from rlpilot.errors import UserError
-from rlpilot.loop.lifecycle import check_compatible
 from rlpilot.multiagent.envs import make_vector
 from rlpilot.multiagent.trainable import greedy_episodes
-from rlpilot.runs import Run, atomic_write, load_run, versions
+from rlpilot.runs import Run, atomic_write, check_compatible, load_run, versions
 
 CONTROLLERS = ("random", "heuristic")
 """Reference policies on a multi-agent env: uniform random actions, and a hand-written heuristic (simple_spread:

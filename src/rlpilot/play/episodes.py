@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
-from rlpilot.config import BACKENDS, EnvConfig
+from rlpilot.config.schema import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs import make_env, single_observation_space
 from rlpilot.errors import UserError

@@ -23,7 +23,7 @@ from torch import nn
 from torchrl.data import LazyTensorStorage, PrioritizedSampler, RandomSampler, TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
-from rlpilot.config import Config, DQNConfig
+from rlpilot.config.schema import Config, DQNConfig
 from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import GreedyActor, action_kind, network
 from rlpilot.guard import Guard

@@ -26,7 +26,7 @@ from torchrl.envs import EnvBase
 from torchrl.modules import TanhNormal
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
-from rlpilot.config import Config, PPOConfig
+from rlpilot.config.schema import Config, PPOConfig
 from rlpilot.control.models import GaussianHead, GreedyActor, action_kind, actor_out_gain, network
 from rlpilot.guard import Guard
 
