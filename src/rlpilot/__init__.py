@@ -22,7 +22,7 @@ _LAZY = {
     "Run": ("rlpilot.runs", "Run"),
     "make_env": ("rlpilot.envs", "make_env"),
     "evaluate": ("rlpilot.control.evaluate", "evaluate"),
-    "check_env": ("rlpilot.check", "check_env"),
+    "check_env": ("rlpilot.check.env", "check_env"),
     "load_config": ("rlpilot.config", "load_config"),
     "Config": ("rlpilot.config", "Config"),
 }

@@ -80,7 +80,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.episodes is not None and args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of random-policy episodes")
     import_torchrl()
-    from rlpilot.check import check_env
+    from rlpilot.check.env import check_env
 
     report = check_env(
         env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame, max_seconds=args.max_seconds
@@ -95,7 +95,7 @@ def _check_group(env_cfg, args: argparse.Namespace) -> int:
     resolve_multiagent_env(env_cfg.id)  # a typo'd module or a missing extra: one line, before torch
     if args.episodes is not None and args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
-    from rlpilot.multiagent.check import check_group_env
+    from rlpilot.check.group import check_group_env
 
     report = check_group_env(env_cfg, episodes=args.episodes, seed=args.seed)
     print(report.render())
@@ -293,17 +293,17 @@ def _default_objective(preset: str, overrides: list[str]) -> str:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from rlpilot.llm.report import is_llm_run
+    from rlpilot.play.llm import is_llm_run
 
     if is_llm_run(args.target):  # greedy answers to the held-out prompts, not episodes
-        from rlpilot.llm.report import eval_llm_run
+        from rlpilot.play.llm import eval_llm_run
 
         print(eval_llm_run(args.target, checkpoint=args.checkpoint, csv_path=args.csv))
         return 0
     if args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
-    import_torchrl()  # before rlpilot.multiagent.play, which imports TorchRL
-    from rlpilot.multiagent.play import is_group_target
+    import_torchrl()  # before rlpilot.play.group, which imports TorchRL
+    from rlpilot.play.group import is_group_target
 
     if is_group_target(args.target):
         return _eval_group(args)
@@ -346,7 +346,7 @@ def _eval_group(args: argparse.Namespace) -> int:
     """A multi-agent run, group artifact or env id: the group's mean return and each agent's."""
     if args.backend is not None:
         raise UserError("--backend: a multi-agent run is evaluated on its own env (env.backend in its config)")
-    from rlpilot.multiagent.play import evaluate_group
+    from rlpilot.play.group import evaluate_group
 
     per_agent, task, csv_path, video = evaluate_group(
         args.target,
@@ -363,7 +363,7 @@ def _eval_group(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from rlpilot.export import export_run
+    from rlpilot.play.export import export_run
     from rlpilot.play.write import ExportFailed
 
     try:

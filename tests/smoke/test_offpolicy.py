@@ -9,7 +9,7 @@ import pytest
 from rlpilot.config import load_config
 from rlpilot.envs import make_env
 from rlpilot.envs.native import NativeEnv
-from rlpilot.export import export_run
+from rlpilot.play.export import export_run
 from rlpilot.loop.trainer import resume, train
 from rlpilot.play.episodes import evaluate_target
 from rlpilot.play.load import load_artifact

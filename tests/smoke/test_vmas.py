@@ -10,10 +10,10 @@ pytest.importorskip("vmas")
 
 from cli_runner import run_cli  # noqa: E402
 from rlpilot.config import load_config  # noqa: E402
-from rlpilot.export import export_run  # noqa: E402
+from rlpilot.play.export import export_run  # noqa: E402
 from rlpilot.loop.trainer import train  # noqa: E402
 from rlpilot.multiagent.envs import make_vector  # noqa: E402
-from rlpilot.multiagent.play import controller, evaluate_group  # noqa: E402
+from rlpilot.play.group import controller, evaluate_group  # noqa: E402
 from rlpilot.multiagent.trainable import greedy_episodes  # noqa: E402
 from rlpilot.runs import load_run  # noqa: E402
 

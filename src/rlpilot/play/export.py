@@ -129,7 +129,7 @@ def export_run(
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir} is a file, not a folder: choose a folder for the export")
     if load_run(run_path).config().kind == "multiagent":  # the agents are a dimension of the artifact's input
-        from rlpilot.multiagent.play import export_group
+        from rlpilot.play.group import export_group
 
         return export_group(run_path, fmt, out_dir, seed=seed, checkpoint=checkpoint)
     policy = load_policy(run_path, checkpoint)
