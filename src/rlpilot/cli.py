@@ -54,22 +54,10 @@ def _preset_threshold(config) -> float | None:
     return spec.reward_threshold if spec is not None else None
 
 
-def _env_config(target: str, overrides: list[str]):
-    """``check`` accepts a preset name or an env id (with ``--set env.*`` overrides either way)."""
-    from rlpilot.config.load import apply_overrides, load_config, preset_names
-    from rlpilot.config.schema import Config, EnvConfig
-
-    if target in preset_names():
-        config = load_config(target, overrides=overrides)
-        if config.kind != "control":
-            raise UserError(f"{target} fine-tunes a language model: `rlpilot check` is for envs (docs/llm.md)")
-        return config.env
-    config = apply_overrides(Config(env=EnvConfig(id=target)), overrides)
-    return config.env
-
-
 def _cmd_check(args: argparse.Namespace) -> int:
-    env_cfg = _env_config(args.target, args.set)
+    from rlpilot.check import env_config
+
+    env_cfg = env_config(args.target, args.set)
     from rlpilot.registry import is_multiagent_env
 
     if is_multiagent_env(env_cfg.id):
