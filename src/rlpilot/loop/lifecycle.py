@@ -29,7 +29,7 @@ def seed_everything(seed: int) -> None:
 def check_memory(config: Config) -> None:
     """A control run's envs, collected batch and replay buffer must fit in the memory available now
     (``rlpilot.envs.memory_estimate``); otherwise one line, before anything is allocated."""
-    from rlpilot.envs import check_memory as check_env_memory
+    from rlpilot.envs.make import check_memory as check_env_memory
 
     algo = config.algo_config
     check_env_memory(

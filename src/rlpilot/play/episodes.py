@@ -14,7 +14,7 @@ from torchrl.envs import TransformedEnv
 
 from rlpilot.config.schema import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
-from rlpilot.envs import make_env, single_observation_space
+from rlpilot.envs.make import make_env, single_observation_space
 from rlpilot.errors import UserError
 from rlpilot.play.load import check_signature_fits, load_artifact, load_policy
 from rlpilot.registry import resolve_env

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from rlpilot.controllers import RESIDUAL_FORMULAS, residual_terms
-from rlpilot.envs import observation_reader, to_numpy
+from rlpilot.envs.make import observation_reader, to_numpy
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
 from rlpilot.play.write import FORMATS, PARITY_OBSERVATIONS, ExportResult, write_checked

@@ -13,7 +13,7 @@ import torch
 from torchrl.envs import TransformedEnv
 
 from rlpilot.control.algos import Algorithm, build
-from rlpilot.envs import make_env
+from rlpilot.envs.make import make_env
 from rlpilot.errors import UserError
 from rlpilot.runs import Run, check_compatible, load_run
 
