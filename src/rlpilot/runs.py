@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from rlpilot.config.load import from_dict, load_config
-
 from rlpilot.config.schema import Config
 from rlpilot.errors import RunWriteError, UserError
 

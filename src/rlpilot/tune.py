@@ -35,7 +35,6 @@ import numpy as np
 import yaml
 
 from rlpilot.config.load import field_type, load_config
-
 from rlpilot.config.schema import solved_threshold
 from rlpilot.errors import UserError
 from rlpilot.runs import atomic_write, load_run, try_lock

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rlpilot.loop import curve_helper
 from rlpilot.config import load_config
+from rlpilot.loop import curve_helper
 from rlpilot.loop.trainer import train
 from rlpilot.runs import load_run
 

@@ -151,8 +151,7 @@ def test_yaml_round_trip(tmp_path):
 def test_a_checkpoint_from_before_a_new_field_still_loads_and_other_settings_do_not(tmp_path):
     """A field added since a run was trained (at its default) is not a different setting: the run's checkpoint
     still loads for eval, export and the benchmarks; a changed or unknown setting is refused."""
-    from rlpilot.runs import CHECKPOINT_FORMAT, check_compatible
-    from rlpilot.runs import Run
+    from rlpilot.runs import CHECKPOINT_FORMAT, Run, check_compatible
 
     config = load_config("ppo-reacher-track-gains")
     run = Run(tmp_path)

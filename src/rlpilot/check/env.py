@@ -21,8 +21,8 @@ from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage, check_env_
 
 from rlpilot.config.schema import EnvConfig
 from rlpilot.control.evaluate import evaluate
-from rlpilot.envs.make import make_env, make_vector_env, observation_reader
 from rlpilot.envs.gym_vector import reset_checked
+from rlpilot.envs.make import make_env, make_vector_env, observation_reader
 from rlpilot.envs.pixels import frame_png, is_image_spec
 from rlpilot.findings import Finding, by_severity, count, render_finding
 from rlpilot.registry import registered_spec

@@ -19,6 +19,7 @@ from rlpilot import registry
 from rlpilot.config.schema import Config, EnvConfig
 from rlpilot.errors import UserError
 
+
 # -- building from data ------------------------------------------------------------------------
 @functools.cache  # typing.get_type_hints is slow (~1 ms a call, ~130 calls a config): once per class
 def _field_types(cls: type) -> dict[str, Any]:

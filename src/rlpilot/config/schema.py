@@ -4,8 +4,8 @@ Only data lives here; values derived from it (frames per batch; an algorithm's n
 annealing horizons, as methods of its section) are computed, never stored, so an override can never
 leave them stale. Each field's valid values are declared where it is defined (``positive(...)``,
 ``fraction(...)``, ``one_of(...)``) and :meth:`Config.validate` checks them all from that metadata; only
-rules between fields are written by hand. Each algorithm reads its own sections (``rlpilot.registry``): a DQN config has no ``ppo``
-section, a GRPO config no ``env``.
+rules between fields are written by hand. Each algorithm reads its own sections (``rlpilot.registry``):
+a DQN config has no ``ppo`` section, a GRPO config no ``env``.
 This module imports no torch: the CLI answers ``--help``, ``presets`` and argument errors fast.
 """
 

@@ -14,7 +14,6 @@ import numpy as np
 import torch
 
 from rlpilot.config.schema import Config
-from rlpilot.errors import UserError
 from rlpilot.loop.monitor import Progress
 from rlpilot.runs import CHECKPOINT_FORMAT, Run
 

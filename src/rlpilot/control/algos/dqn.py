@@ -156,7 +156,8 @@ class DQN:
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
         self.frames = int(state["frames"])
-        self.epsilon = epsilon(self.config.dqn, self.frames, self.config.dqn.exploration_frames(self.config.train.total_frames))
+        cfg = self.config.dqn
+        self.epsilon = epsilon(cfg, self.frames, cfg.exploration_frames(self.config.train.total_frames))
         self.guard.load_state_dict(state["guard"])
         if state.get("buffer") is not None:
             self.load_buffer_state(state["buffer"])
