@@ -324,7 +324,8 @@ def _print_episodes(args: argparse.Namespace, what: str, returns, columns: list,
 
 
 def _print_files(csv_path, video) -> int:
-    print(f"episodes: {csv_path}")
+    if csv_path is not None:
+        print(f"episodes: {csv_path}")
     if video is not None:
         print(f"video:    {video}")
     return 0
@@ -463,7 +464,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")
-    p.add_argument("--csv", help="per-episode rows (default RUN/eval.csv, or ARTIFACT.eval.csv)")
+    p.add_argument(
+        "--csv",
+        help="per-episode rows (default RUN/eval.csv, ARTIFACT.eval.csv or RUN/eval-CONTROLLER.csv; a controller "
+        "on an env id writes rows only here)",
+    )
     p.add_argument("--video", help="record one greedy episode to FILE (.gif, or .mp4 with the [video] extra)")
     p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
     p.add_argument(
