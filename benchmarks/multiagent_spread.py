@@ -63,7 +63,7 @@ def peer_run(python: str, seed: int, frames: int, out: Path) -> dict:
 
 
 def references(seed: int, episodes: int, out: Path) -> dict:
-    from rlpilot.multiagent.play import evaluate_group
+    from rlpilot.play.group import evaluate_group
 
     found = {}
     for name in ("random", "heuristic"):

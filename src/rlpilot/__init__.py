@@ -20,9 +20,9 @@ _LAZY = {
     "resume": ("rlpilot.loop.trainer", "resume"),
     "load_run": ("rlpilot.runs", "load_run"),
     "Run": ("rlpilot.runs", "Run"),
-    "make_env": ("rlpilot.envs", "make_env"),
+    "make_env": ("rlpilot.envs.make", "make_env"),
     "evaluate": ("rlpilot.control.evaluate", "evaluate"),
-    "check_env": ("rlpilot.check", "check_env"),
+    "check_env": ("rlpilot.check.env", "check_env"),
     "load_config": ("rlpilot.config", "load_config"),
     "Config": ("rlpilot.config", "Config"),
 }

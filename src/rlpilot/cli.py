@@ -25,7 +25,7 @@ DESCRIPTION = (
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
-    from rlpilot.config import load_config, preset_names
+    from rlpilot.config.load import load_config, preset_names
 
     rows = []
     for name in preset_names():
@@ -54,21 +54,10 @@ def _preset_threshold(config) -> float | None:
     return spec.reward_threshold if spec is not None else None
 
 
-def _env_config(target: str, overrides: list[str]):
-    """``check`` accepts a preset name or an env id (with ``--set env.*`` overrides either way)."""
-    from rlpilot.config import Config, EnvConfig, apply_overrides, load_config, preset_names
-
-    if target in preset_names():
-        config = load_config(target, overrides=overrides)
-        if config.kind != "control":
-            raise UserError(f"{target} fine-tunes a language model: `rlpilot check` is for envs (docs/llm.md)")
-        return config.env
-    config = apply_overrides(Config(env=EnvConfig(id=target)), overrides)
-    return config.env
-
-
 def _cmd_check(args: argparse.Namespace) -> int:
-    env_cfg = _env_config(args.target, args.set)
+    from rlpilot.check import env_config
+
+    env_cfg = env_config(args.target, args.set)
     from rlpilot.registry import is_multiagent_env
 
     if is_multiagent_env(env_cfg.id):
@@ -79,7 +68,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.episodes is not None and args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of random-policy episodes")
     import_torchrl()
-    from rlpilot.check import check_env
+    from rlpilot.check.env import check_env
 
     report = check_env(
         env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame, max_seconds=args.max_seconds
@@ -94,7 +83,7 @@ def _check_group(env_cfg, args: argparse.Namespace) -> int:
     resolve_multiagent_env(env_cfg.id)  # a typo'd module or a missing extra: one line, before torch
     if args.episodes is not None and args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
-    from rlpilot.multiagent.check import check_group_env
+    from rlpilot.check.group import check_group_env
 
     report = check_group_env(env_cfg, episodes=args.episodes, seed=args.seed)
     print(report.render())
@@ -102,7 +91,7 @@ def _check_group(env_cfg, args: argparse.Namespace) -> int:
 
 
 def _train_config(args: argparse.Namespace):
-    from rlpilot.config import load_config
+    from rlpilot.config.load import load_config
     from rlpilot.registry import ALGORITHMS, is_config_file
 
     overrides = list(args.set)
@@ -217,7 +206,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     presets = None
     if args.presets:
-        from rlpilot.config import preset_names
+        from rlpilot.config.load import preset_names
 
         presets = [name.strip() for name in args.presets.split(",") if name.strip()]
         unknown = [name for name in presets if name not in preset_names()]
@@ -252,7 +241,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         raise UserError("rlpilot tune needs Optuna: pip install 'rlpilot[tune]'") from None
     from pathlib import Path
 
-    from rlpilot.config import load_config
+    from rlpilot.config.load import load_config
     from rlpilot.tune import TuneSpec, parse_space, tune
 
     load_config(args.preset, overrides=args.set)  # the starting configuration must be valid
@@ -286,23 +275,23 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 def _default_objective(preset: str, overrides: list[str]) -> str:
     """frames to solved when the preset has a threshold, else the final greedy return."""
-    from rlpilot.config import load_config
+    from rlpilot.config.load import load_config
 
     return "return" if _preset_threshold(load_config(preset, overrides=overrides)) is None else "frames"
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from rlpilot.llm.report import is_llm_run
+    from rlpilot.play.llm import is_llm_run
 
     if is_llm_run(args.target):  # greedy answers to the held-out prompts, not episodes
-        from rlpilot.llm.report import eval_llm_run
+        from rlpilot.play.llm import eval_llm_run
 
         print(eval_llm_run(args.target, checkpoint=args.checkpoint, csv_path=args.csv))
         return 0
     if args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
-    import_torchrl()  # before rlpilot.multiagent.play, which imports TorchRL
-    from rlpilot.multiagent.play import is_group_target
+    import_torchrl()  # before rlpilot.play.group, which imports TorchRL
+    from rlpilot.play.group import is_group_target
 
     if is_group_target(args.target):
         return _eval_group(args)
@@ -335,7 +324,8 @@ def _print_episodes(args: argparse.Namespace, what: str, returns, columns: list,
 
 
 def _print_files(csv_path, video) -> int:
-    print(f"episodes: {csv_path}")
+    if csv_path is not None:
+        print(f"episodes: {csv_path}")
     if video is not None:
         print(f"video:    {video}")
     return 0
@@ -345,7 +335,7 @@ def _eval_group(args: argparse.Namespace) -> int:
     """A multi-agent run, group artifact or env id: the group's mean return and each agent's."""
     if args.backend is not None:
         raise UserError("--backend: a multi-agent run is evaluated on its own env (env.backend in its config)")
-    from rlpilot.multiagent.play import evaluate_group
+    from rlpilot.play.group import evaluate_group
 
     per_agent, task, csv_path, video = evaluate_group(
         args.target,
@@ -362,7 +352,7 @@ def _eval_group(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from rlpilot.export import export_run
+    from rlpilot.play.export import export_run
     from rlpilot.play.write import ExportFailed
 
     try:
@@ -474,7 +464,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")
-    p.add_argument("--csv", help="per-episode rows (default RUN/eval.csv, or ARTIFACT.eval.csv)")
+    p.add_argument(
+        "--csv",
+        help="per-episode rows (default RUN/eval.csv, ARTIFACT.eval.csv or RUN/eval-CONTROLLER.csv; a controller "
+        "on an env id writes rows only here)",
+    )
     p.add_argument("--video", help="record one greedy episode to FILE (.gif, or .mp4 with the [video] extra)")
     p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
     p.add_argument(

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from rlpilot.config import GuardConfig
+from rlpilot.config.schema import GuardConfig
 
 
 class Guard:

@@ -31,10 +31,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlpilot.config import Config, load_config
+from rlpilot.config.load import from_dict, load_config
+from rlpilot.config.schema import Config
 from rlpilot.errors import RunWriteError, UserError
 
 LOCK_FILE = ".lock"
+CHECKPOINT_FORMAT = 2
+"""The layout of ``checkpoints/*.pt`` (``loop.lifecycle.checkpoint`` writes it); another one is not resumed."""
 PACKAGES = ("rlpilot", "torch", "torchrl", "tensordict", "gymnasium", "numpy")
 
 
@@ -421,6 +424,28 @@ class Run:
                 f"cannot load checkpoint {target}: the file is truncated or corrupt ({type(exc).__name__}); "
                 "resume from another checkpoint or retrain"
             ) from None
+
+
+def check_compatible(saved: dict, config: Config, run: Run) -> None:
+    """A checkpoint resumes only the run that wrote it (same algorithm, subject and settings but the budget)."""
+
+    def comparable(data: dict) -> dict:
+        return {key: value for key, value in data.items() if key not in ("train", "preset")}
+
+    if saved.get("format") != CHECKPOINT_FORMAT:
+        raise UserError(
+            f"checkpoint in {run.path} has format {saved.get('format')}, this rlpilot reads format "
+            f"{CHECKPOINT_FORMAT}: it was written by another version; retrain"
+        )
+    try:  # the saved settings with today's defaults: a field added since (at its default) is no difference
+        written = from_dict(saved.get("config", {}), drop_other_sections=True).to_dict()
+    except UserError:  # a key this version does not know: not the same settings
+        written = saved.get("config", {})
+    if comparable(written) != comparable(config.to_dict()):
+        raise UserError(
+            f"checkpoint in {run.path} was made by {saved.get('algo')} on {saved.get('subject')} with other "
+            f"settings than the run's config.yaml ({config.algo} on {config.subject}); it cannot be resumed here"
+        )
 
 
 def load_run(path: str | Path) -> Run:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlpilot.config import load_config
+from rlpilot.config.load import load_config
 from rlpilot.errors import UserError
 from rlpilot.runs import atomic_write, load_run, slug
 
@@ -293,7 +293,7 @@ def bench_presets() -> list[str]:
     """What ``rlpilot bench`` runs by default: control presets on gymnasium's classic-control envs with a
     CPU-sized budget (at most 500k frames): minutes each here. LLM presets have their own numbers
     (docs/llm.md); Box2D, MuJoCo, pixel and GPU presets (hours on this CPU) are named with ``--presets``."""
-    from rlpilot.config import preset_names
+    from rlpilot.config.load import preset_names
     from rlpilot.registry import registered_spec
 
     def classic(env_id: str) -> bool:

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from rlpilot.config import field_type, load_config
+from rlpilot.config.load import field_type, load_config
+from rlpilot.config.schema import solved_threshold
 from rlpilot.errors import UserError
 from rlpilot.runs import atomic_write, load_run, try_lock
 from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_member, worker_pool
@@ -728,8 +729,6 @@ def tune(
             f"{spec.seeds[0]}-{spec.seeds[-1]}"
         )
     if spec.objective == "frames" or spec.objective == "time":
-        from rlpilot.loop.lifecycle import solved_threshold
-
         if solved_threshold(load_config(spec.preset, overrides=spec.overrides)) is None:
             raise UserError(f"{spec.preset} has no solved threshold: use --objective return (or set train.solved_at)")
     study = create_study(spec, Path(out), storage, study_name)

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlpilot import cli
-from rlpilot.config import Config, _all_keys, load_config
+from rlpilot.config import Config, all_keys, load_config
 from rlpilot.errors import UserError
 
-KEYS = sorted({key for algo in ("ppo", "dqn", "sac", "td3", "grpo") for key in _all_keys(Config(algo=algo))})
+KEYS = sorted({key for algo in ("ppo", "dqn", "sac", "td3", "grpo") for key in all_keys(Config(algo=algo))})
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 scalars = st.one_of(

@@ -1,4 +1,4 @@
-"""The end-of-run curve drawn by the helper process (rlpilot.curve_helper): the same file, drawn without
+"""The end-of-run curve drawn by the helper process (rlpilot.loop.curve_helper): the same file, drawn without
 importing matplotlib in the run's process; a dead helper changes nothing; a killed run leaves no helper."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rlpilot import curve_helper
 from rlpilot.config import load_config
+from rlpilot.loop import curve_helper
 from rlpilot.loop.trainer import train
 from rlpilot.runs import load_run
 
@@ -45,7 +45,7 @@ def test_the_helper_draws_the_curve_and_this_process_never_imports_matplotlib(ru
     load_run(run_dir).curve_path.unlink()
     code = (
         "import sys, json\n"
-        "from rlpilot import curve_helper\n"
+        "from rlpilot.loop import curve_helper\n"
         "from rlpilot.runs import load_run\n"
         "helper = curve_helper.start()\n"
         "process = helper.process\n"
@@ -81,7 +81,7 @@ def test_close_ends_a_helper_that_was_never_asked():
 def test_a_killed_run_leaves_no_helper_behind(tmp_path):
     """SIGKILL of the run: the helper reads end-of-file on its standard input and exits."""
     code = (
-        "from rlpilot import curve_helper\n"
+        "from rlpilot.loop import curve_helper\n"
         "helper = curve_helper.start()\n"
         "print(helper.process.pid, flush=True)\n"
         "import time; time.sleep(600)\n"

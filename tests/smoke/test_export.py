@@ -13,9 +13,9 @@ import pytest
 from cli_runner import run_cli
 from rlpilot.config import load_config
 from rlpilot.errors import UserError
-from rlpilot.export import export_run
 from rlpilot.loop.trainer import train
 from rlpilot.play.episodes import evaluate_target
+from rlpilot.play.export import export_run
 from rlpilot.play.load import load_artifact
 from rlpilot.play.write import FORMATS
 

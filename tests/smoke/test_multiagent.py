@@ -11,9 +11,9 @@ import torch
 
 from cli_runner import run_cli
 from rlpilot.config import load_config, preset_names
-from rlpilot.export import export_run
 from rlpilot.loop.trainer import resume, train
-from rlpilot.multiagent.play import evaluate_group
+from rlpilot.play.export import export_run
+from rlpilot.play.group import evaluate_group
 from rlpilot.play.load import load_artifact
 from rlpilot.play.write import FORMATS
 from rlpilot.runs import load_run

@@ -9,9 +9,9 @@ import pytest
 from rlpilot.config import load_config
 from rlpilot.envs import make_env
 from rlpilot.envs.native import NativeEnv
-from rlpilot.export import export_run
 from rlpilot.loop.trainer import resume, train
 from rlpilot.play.episodes import evaluate_target
+from rlpilot.play.export import export_run
 from rlpilot.play.load import load_artifact
 from rlpilot.play.write import FORMATS
 

@@ -10,11 +10,11 @@ pytest.importorskip("vmas")
 
 from cli_runner import run_cli  # noqa: E402
 from rlpilot.config import load_config  # noqa: E402
-from rlpilot.export import export_run  # noqa: E402
 from rlpilot.loop.trainer import train  # noqa: E402
 from rlpilot.multiagent.envs import make_vector  # noqa: E402
-from rlpilot.multiagent.play import controller, evaluate_group  # noqa: E402
 from rlpilot.multiagent.trainable import greedy_episodes  # noqa: E402
+from rlpilot.play.export import export_run  # noqa: E402
+from rlpilot.play.group import controller, evaluate_group  # noqa: E402
 from rlpilot.runs import load_run  # noqa: E402
 
 TINY = ["env.num_envs=8", "ppo.steps_per_env=25", "ppo.minibatch_size=100", "train.eval_episodes=4"]

@@ -138,3 +138,71 @@ def test_the_layout_in_the_architecture_doc_matches_the_code():
     assert named, "the module table was not found"
     absent = [name for name in named if not (package / name.rstrip("/")).exists()]
     assert absent == [], f"docs/architecture.md names modules that do not exist: {absent}"
+
+
+# -- floors and layers ---------------------------------------------------------------------------
+MAX_FLOORS = 11
+"""The longest chain of imports, in modules (`floors`): 12 before the verbs took their variants in (issue 35)."""
+
+LAYERS = [
+    ("cli", ["rlpilot.cli"]),
+    ("verbs", ["rlpilot.check", "rlpilot.play", "rlpilot.doctor", "rlpilot.sweep", "rlpilot.tune"]),
+    ("the loop", ["rlpilot.loop"]),
+    ("training families", ["rlpilot.loop.trainable", "rlpilot.control", "rlpilot.multiagent", "rlpilot.llm"]),
+    ("envs and parts", ["rlpilot.envs", "rlpilot.guard", "rlpilot.controllers", "rlpilot.arm", "rlpilot.plot"]),
+    (
+        "data",
+        ["rlpilot.config", "rlpilot.runs", "rlpilot.registry", "rlpilot.findings", "rlpilot.errors"]
+        + ["rlpilot.torchrl_import", "rlpilot"],
+    ),
+]
+"""Top to bottom; a module's layer is the one naming its longest prefix (``loop.trainable``, the protocol the
+families implement, sits with them; ``plot`` draws for the ``plot`` verb, the loop's curve and sweeps alike)."""
+
+
+def floors(edges: dict[str, set[str]]) -> int:
+    """The number of modules on the longest import chain (the graph must have no cycle)."""
+    depth: dict[str, int] = {}
+
+    def visit(module: str) -> int:
+        if module not in depth:
+            depth[module] = 1 + max((visit(target) for target in edges[module]), default=0)
+        return depth[module]
+
+    return max(visit(module) for module in edges)
+
+
+def layer(module: str) -> int:
+    matches = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+    assert matches, f"{module} is in no layer of LAYERS"
+    return max(matches)[1]
+
+
+def test_floors_counts_the_longest_chain():
+    assert floors({"a": {"b", "c"}, "b": {"c"}, "c": set(), "d": {"c"}}) == 3
+
+
+def test_the_import_graph_is_at_most_max_floors_high():
+    assert floors(graph()) <= MAX_FLOORS
+
+
+def test_no_module_imports_a_higher_layer():
+    """Arrows point down (cli -> verbs -> the loop -> training families -> envs and parts -> data): a training
+    family carries no verb, and the loop reaches GRPO through the registry, not an import."""
+    upward = [
+        f"{name} ({LAYERS[layer(name)][0]}) imports {target} ({LAYERS[layer(target)][0]})"
+        for name, targets in graph().items()
+        for target in targets
+        if layer(target) < layer(name)
+    ]
+    assert upward == []
+
+
+def test_only_the_loop_imports_its_lifecycle():
+    importers = [name for name, targets in graph().items() if "rlpilot.loop.lifecycle" in targets]
+    assert importers and all(name.startswith("rlpilot.loop.") for name in importers), importers

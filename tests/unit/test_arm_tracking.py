@@ -201,7 +201,7 @@ def test_a_gain_schedule_scales_kp_and_kd_and_is_the_pd_at_zero():
 
 
 def test_check_shows_the_disturbances_and_the_base():
-    from rlpilot.check import check_env
+    from rlpilot.check.env import check_env
     from rlpilot.config import EnvConfig
 
     env_cfg = EnvConfig(id=ENV_ID, kwargs={"payload": [0.0, 4.0], "action_delay": 1}, base_controller="pd")
@@ -352,7 +352,7 @@ def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelo
     from rlpilot.controllers import ControllerModule, gain_multipliers, residual_gate
     from rlpilot.envs import make_env
     from rlpilot.errors import UserError
-    from rlpilot.export import DeployedPolicy
+    from rlpilot.play.export import DeployedPolicy
 
     peaks = torch.tensor([[0.0], [0.004], [0.005], [0.0075], [0.01], [0.3]])
     assert residual_gate(peaks, 0.005).flatten().tolist() == pytest.approx([0, 0, 0, 0.5, 1, 1])

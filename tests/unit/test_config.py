@@ -125,8 +125,8 @@ def test_derived_values_follow_overrides():
     )
     assert config.frames_per_batch == 256
     assert config.num_batches == 10
-    assert config.minibatches_per_epoch == 4
-    assert config.num_updates == 10 * 3 * 4
+    assert config.ppo.minibatches_per_epoch(config.frames_per_batch) == 4
+    assert config.ppo.num_updates(config.frames_per_batch, config.num_batches) == 10 * 3 * 4
 
 
 def test_validation_explains_the_fix():
@@ -151,8 +151,7 @@ def test_yaml_round_trip(tmp_path):
 def test_a_checkpoint_from_before_a_new_field_still_loads_and_other_settings_do_not(tmp_path):
     """A field added since a run was trained (at its default) is not a different setting: the run's checkpoint
     still loads for eval, export and the benchmarks; a changed or unknown setting is refused."""
-    from rlpilot.loop.lifecycle import CHECKPOINT_FORMAT, check_compatible
-    from rlpilot.runs import Run
+    from rlpilot.runs import CHECKPOINT_FORMAT, Run, check_compatible
 
     config = load_config("ppo-reacher-track-gains")
     run = Run(tmp_path)

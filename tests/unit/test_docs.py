@@ -104,7 +104,7 @@ def test_every_result_table_is_generated():
     assert _tables_outside_markers((ROOT / "docs" / "results.md").read_text()) == []
     tables = _tables_outside_markers((ROOT / "README.md").read_text())
     assert len(tables) == 1 and tables[0][0].startswith("| preset | env | budget (frames) | solved at |"), tables
-    from rlpilot.loop.lifecycle import solved_threshold
+    from rlpilot.config import solved_threshold
 
     checked = 0
     for line in tables[0][2:]:

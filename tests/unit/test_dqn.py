@@ -163,7 +163,7 @@ def test_n_step_returns_stop_at_episode_ends():
 
 def test_epsilon_anneals_with_frames():
     algo = make_dqn("train.total_frames=10000", "dqn.exploration_fraction=0.5", "dqn.eps_end=0.1")
-    cfg, horizon = algo.config.dqn, algo.config.exploration_frames
+    cfg, horizon = algo.config.dqn, algo.config.dqn.exploration_frames(algo.config.train.total_frames)
     assert horizon == 5000
     assert epsilon(cfg, 0, horizon) == pytest.approx(1.0)
     assert epsilon(cfg, 2500, horizon) == pytest.approx(1.0 - 0.9 * 2500 / 5000)

@@ -96,6 +96,14 @@ def test_one_learning_phase_changes_the_policy_and_logs_each_agent(algo):
     env = make_vector(config.env, 4, seed=0)
     agents = MAPPO(config, env, torch.device("cpu"))
     assert agents.centralised == (algo == "mappo")
+    # built through PPO's own construction (MAPPO overrides build_networks only): the optimiser holds exactly
+    # the group's actor and critic parameters, with PPO's settings
+    assert "__init__" not in vars(MAPPO)
+    optimised = agents.optimizer.param_groups[0]["params"]
+    assert [id(p) for p in optimised] == [
+        id(p) for p in (*agents.actor_net.parameters(), *agents.critic_net.parameters())
+    ]
+    assert agents.optimizer.param_groups[0]["lr"] == config.ppo.lr and agents.updates == 0
     from rlpilot.multiagent.trainable import AgentCollector
 
     batch = AgentCollector(env, agents.act, steps=25).collect()

@@ -125,7 +125,7 @@ def test_learn_updates_the_policy_used_for_acting():
         "opt/grad_norm",
         "ppo/explained_variance",
     } <= set(metrics)
-    assert algo.updates == config.ppo.epochs * config.minibatches_per_epoch
+    assert algo.updates == config.ppo.epochs * config.ppo.minibatches_per_epoch(config.frames_per_batch)
 
 
 def test_linear_schedules_reach_zero_at_the_budget():
@@ -137,8 +137,8 @@ def test_linear_schedules_reach_zero_at_the_budget():
     collector = BatchCollector(env, algo.act, steps=32, seed=0)
     for i in range(config.num_batches):
         metrics = algo.learn(collector.collect(), frames=(i + 1) * 256)
-    assert algo.updates == config.num_updates
-    assert metrics["opt/lr"] == pytest.approx(config.ppo.lr / config.num_updates)
+    assert algo.updates == algo.num_updates() == config.ppo.num_updates(config.frames_per_batch, config.num_batches)
+    assert metrics["opt/lr"] == pytest.approx(config.ppo.lr / algo.num_updates())
     assert algo.optimizer.param_groups[0]["lr"] == pytest.approx(metrics["opt/lr"])
 
 

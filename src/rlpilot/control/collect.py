@@ -23,7 +23,7 @@ import torch
 from tensordict import TensorDict
 from torchrl.envs import RewardScaling, TransformedEnv
 
-from rlpilot.envs import observation_reader
+from rlpilot.envs.make import observation_reader
 from rlpilot.envs.native import NativeEnv
 from rlpilot.errors import StopRun, UserError
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
-from rlpilot.envs import observation_reader, to_numpy
+from rlpilot.envs.make import observation_reader, to_numpy
 
 # Task measures the env reports at the step an episode ends, by env id: name -> function of the vector
 # env's step info. Reacher-v5 reports reward_dist = -|fingertip - target| (metres) every step.

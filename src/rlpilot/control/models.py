@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torchrl.data import Bounded, Categorical, OneHot, TensorSpec
 
-from rlpilot.config import ModelConfig
+from rlpilot.config.schema import ModelConfig
 from rlpilot.errors import UserError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -109,7 +109,7 @@ def action_kind(action_spec: TensorSpec, *, algo: str = "ppo") -> str:
         return "discrete"
     if isinstance(action_spec, Bounded) and action_spec.dtype.is_floating_point:
         if algo == "dqn":
-            from rlpilot.config import load_config, preset_names
+            from rlpilot.config.load import load_config, preset_names
 
             fitting = [name for name in preset_names() if load_config(name).algo == "ppo"]
             raise UserError(

@@ -10,11 +10,11 @@ from __future__ import annotations
 import torch
 
 from rlpilot import registry
-from rlpilot.config import Config
+from rlpilot.config.schema import Config
 from rlpilot.control.algos import build
 from rlpilot.control.collect import BatchCollector
 from rlpilot.control.evaluate import evaluate
-from rlpilot.envs import make_env, obs_norm_state
+from rlpilot.envs.make import make_env, obs_norm_state
 from rlpilot.loop.trainable import Evaluation, EventSink, Step
 
 EVAL_SEED_OFFSET = 10_000

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rlpilot import registry
-from rlpilot.config import Config
+from rlpilot.config.schema import Config
 from rlpilot.findings import Finding
 from rlpilot.runs import Run
 

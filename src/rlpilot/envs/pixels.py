@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage, Transform
 
-from rlpilot.config import EnvConfig
+from rlpilot.config.schema import EnvConfig
 from rlpilot.errors import UserError
 
 
@@ -98,8 +98,8 @@ class FrameReader:
         return self.stack
 
 
-def save_frame_png(raw_frame: np.ndarray, observation: torch.Tensor, frame_stack: int, path) -> None:
-    """One PNG: the env's raw frame, then each frame of the network's input (the stack), side by side.
+def frame_png(raw_frame: np.ndarray, observation: torch.Tensor, frame_stack: int) -> bytes:
+    """One PNG (its bytes): the env's raw frame, then each frame of the network's input (the stack), side by side.
 
     ``raw_frame`` is ``H x W x C`` as the env returns it; ``observation`` is ``C*k x H' x W'`` in [0, 1].
     Every panel is scaled (nearest neighbour) to one height so that small frames stay visible.
@@ -107,8 +107,6 @@ def save_frame_png(raw_frame: np.ndarray, observation: torch.Tensor, frame_stack
     import io
 
     from PIL import Image
-
-    from rlpilot.runs import atomic_write
 
     raw = np.asarray(raw_frame).astype(np.float32) / (255.0 if np.asarray(raw_frame).dtype == np.uint8 else 1.0)
     obs = observation.detach().cpu().float().numpy()
@@ -128,7 +126,7 @@ def save_frame_png(raw_frame: np.ndarray, observation: torch.Tensor, frame_stack
         x += image.width + gap
     buffer = io.BytesIO()
     canvas.save(buffer, format="PNG")
-    atomic_write(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
 def _to_rgb(frame: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from rlpilot.config import Config
+from rlpilot.config.schema import Config
 from rlpilot.guard import Guard
 from rlpilot.llm import require_transformers
 from rlpilot.llm.tasks import Task, make_task
@@ -334,21 +334,3 @@ def _training_prompts(task: Task, count: int) -> list[str]:
     n = len(task.train_prompts)
     index = torch.randperm(n)[:count] if count <= n else torch.randint(n, (count,))
     return [task.train_prompts[i] for i in index.tolist()]
-
-
-def evaluate_run(path, *, checkpoint: str = "last") -> tuple[torch.Tensor, list[str], list[str]]:
-    """``rlpilot eval`` on an LLM run: greedy held-out rewards of a checkpoint (prompts, responses too)."""
-    from rlpilot.errors import UserError
-    from rlpilot.loop.lifecycle import resolve_device
-    from rlpilot.runs import load_run
-
-    run = load_run(path)
-    config = run.config()
-    if config.algo != "grpo":
-        raise UserError(f"{run.path} is not an LLM run")
-    saved = run.load_checkpoint(checkpoint)
-    device = resolve_device(config.train.device)
-    learner = build_learner(config, device, state=saved["state"], event=lambda *args, **kwargs: None)
-    prompts = eval_prompts(config, learner.task)
-    rewards, responses, _ = learner.evaluate(prompts)
-    return rewards, prompts, responses

@@ -1,5 +1,5 @@
-"""Everything around the loop, used once per run: device and threads, seeding, resume bookkeeping,
-signals, budgets, the checkpoint format, and the end of a run (meta.json, the ``end`` event, the curve).
+"""Everything around the loop, used once per run: threads and seeding, the memory check, resume bookkeeping,
+signals, budgets, the checkpoint, and the end of a run (meta.json, the ``end`` event).
 """
 
 from __future__ import annotations
@@ -13,23 +13,11 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from rlpilot import registry
-from rlpilot.config import Config, from_dict
-from rlpilot.curve_helper import CurveHelper
-from rlpilot.errors import UserError
+from rlpilot.config.schema import Config
 from rlpilot.loop.monitor import Progress
-from rlpilot.runs import Run
+from rlpilot.runs import CHECKPOINT_FORMAT, Run
 
-CHECKPOINT_FORMAT = 2
 RESUME_SEED_STRIDE = 7_919  # envs restart with fresh episodes after a resume, on a different seed
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is visible to torch; use --device cpu or auto")
-    return torch.device(name)
 
 
 def seed_everything(seed: int) -> None:
@@ -37,18 +25,10 @@ def seed_everything(seed: int) -> None:
     np.random.seed(seed % 2**32)
 
 
-def solved_threshold(config: Config) -> float | None:
-    """The preset's ``train.solved_at``, else the env's registered ``reward_threshold`` (control runs)."""
-    if config.train.solved_at is not None or config.kind != "control":
-        return config.train.solved_at
-    _, env_id = registry.resolve_env(config.env.id)
-    return None if env_id is None else registry.registered_spec(env_id).reward_threshold
-
-
 def check_memory(config: Config) -> None:
     """A control run's envs, collected batch and replay buffer must fit in the memory available now
     (``rlpilot.envs.memory_estimate``); otherwise one line, before anything is allocated."""
-    from rlpilot.envs import check_memory as check_env_memory
+    from rlpilot.envs.make import check_memory as check_env_memory
 
     algo = config.algo_config
     check_env_memory(
@@ -95,28 +75,6 @@ def checkpoint(config: Config, trainable, progress: Progress) -> dict:
     }
 
 
-def check_compatible(saved: dict, config: Config, run: Run) -> None:
-    """A checkpoint resumes only the run that wrote it (same algorithm, subject and settings but the budget)."""
-
-    def comparable(data: dict) -> dict:
-        return {key: value for key, value in data.items() if key not in ("train", "preset")}
-
-    if saved.get("format") != CHECKPOINT_FORMAT:
-        raise UserError(
-            f"checkpoint in {run.path} has format {saved.get('format')}, this rlpilot reads format "
-            f"{CHECKPOINT_FORMAT}: it was written by another version; retrain"
-        )
-    try:  # the saved settings with today's defaults: a field added since (at its default) is no difference
-        written = from_dict(saved.get("config", {}), drop_other_sections=True).to_dict()
-    except UserError:  # a key this version does not know: not the same settings
-        written = saved.get("config", {})
-    if comparable(written) != comparable(config.to_dict()):
-        raise UserError(
-            f"checkpoint in {run.path} was made by {saved.get('algo')} on {saved.get('subject')} with other "
-            f"settings than the run's config.yaml ({config.algo} on {config.subject}); it cannot be resumed here"
-        )
-
-
 class StopFlag:
     requested: str | None = None
 
@@ -157,12 +115,9 @@ def finish_run(
     status: str,
     reason: str | None,
     guard_trips: int,
-    solved_at: float | None,
-    curve: CurveHelper | None = None,
 ) -> None:
-    """The end of every run, whatever stopped it: the final ``meta.json``, the ``end`` event, the curve
-    (drawn by ``curve``'s helper process when there is one)."""
-
+    """The end of every run, whatever stopped it: the final ``meta.json`` and the ``end`` event (the trainer
+    then draws the curve)."""
     run.update_meta(
         status=status,
         reason=reason,
@@ -175,5 +130,3 @@ def finish_run(
         guard_trips=guard_trips,
     )
     run.event("end", status=status, frames=progress.frames)
-    if run.metrics():
-        (curve or CurveHelper(None)).draw(run, solved_at=solved_at)

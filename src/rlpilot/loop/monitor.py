@@ -9,7 +9,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 
-from rlpilot.config import Config
+from rlpilot.config.schema import Config
 
 
 @dataclass

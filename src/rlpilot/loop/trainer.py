@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlpilot import curve_helper, registry
-from rlpilot.config import Config
+from rlpilot import registry
+from rlpilot.config.schema import Config, resolve_device, solved_threshold
 from rlpilot.errors import StopRun, UserError
-from rlpilot.loop import lifecycle
+from rlpilot.loop import curve_helper, lifecycle
 from rlpilot.loop.monitor import Milestones, Progress, ProgressBar
 from rlpilot.loop.trainable import Trainable
-from rlpilot.runs import MetricsWriter, Run, load_run
+from rlpilot.runs import MetricsWriter, Run, check_compatible, load_run
 
 
 def train(
@@ -61,7 +61,7 @@ def resume(
         killed_early = status == "running" and not (run.checkpoint_dir / "last.pt").exists()
         saved = None if killed_early else run.load_checkpoint("last")
         if saved is not None:
-            lifecycle.check_compatible(saved, config, run)
+            check_compatible(saved, config, run)
         run.check_readable()  # a damaged meta.json, metrics.csv or events.jsonl: refused, nothing is written
         if saved is not None:
             budget_left = (total_frames or config.train.total_frames) > saved["frames"]
@@ -121,8 +121,8 @@ def _build_and_run(
     verbose: bool,
 ) -> Run:
     torch.set_num_threads(config.train.num_threads)
-    device = lifecycle.resolve_device(config.train.device)
-    threshold = lifecycle.solved_threshold(config)
+    device = resolve_device(config.train.device)
+    threshold = solved_threshold(config)
     progress = Progress.from_state(checkpoint["progress"]) if checkpoint else Progress()
     resumes = lifecycle.count_resume(run, progress.frames) if checkpoint else 0
     seed = config.train.seed + lifecycle.RESUME_SEED_STRIDE * resumes
@@ -182,7 +182,7 @@ class Loop:
             config, verbose=verbose, write=self.bar.write if show_progress or verbose else None
         )
         self.metrics_writer = MetricsWriter(run.path / "metrics.csv")
-        from rlpilot.loggers import RunLoggers
+        from rlpilot.loop.loggers import RunLoggers
 
         self.loggers = RunLoggers(run, config.train.loggers)
         self.start = time.perf_counter() - progress.elapsed_before
@@ -337,9 +337,9 @@ class Loop:
             status=status,
             reason=reason,
             guard_trips=self.trainable.guard.total_trips,
-            solved_at=self.threshold,
-            curve=self.curve,
         )
+        if self.run_dir.metrics():  # drawn by the helper process started with the run, when there is one
+            (self.curve or curve_helper.CurveHelper(None)).draw(self.run_dir, solved_at=self.threshold)
         if failed_write:
             raise UserError(f"{self.run_dir.path}: {failed_write}")
 

@@ -23,7 +23,7 @@ from tensordict import TensorDict
 from torchrl.data import Categorical, OneHot
 
 from rlpilot import registry
-from rlpilot.config import EnvConfig
+from rlpilot.config.schema import EnvConfig
 from rlpilot.errors import UserError
 
 # a version note from TorchRL, not a problem: the PettingZoo backend is tested here with pettingzoo 1.27

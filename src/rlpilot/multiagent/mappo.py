@@ -24,10 +24,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlpilot.config import Config, ModelConfig
+from rlpilot.config.schema import ModelConfig
 from rlpilot.control.algos.ppo import PPO
-from rlpilot.control.models import GreedyActor, mlp
-from rlpilot.guard import Guard
+from rlpilot.control.models import mlp
 
 
 class AgentMLP(nn.Module):
@@ -77,10 +76,9 @@ class MAPPO(PPO):
 
     time_dim = 1  # batches are [E, T, n_agents, ...]: time is the second dimension, not the second to last
 
-    def __init__(self, config: Config, env, device: torch.device):  # no super().__init__(): it reads a 1-agent spec
-        self.config = config
-        cfg, marl = config.ppo, config.marl
-        self.device = device
+    def build_networks(self, env) -> None:
+        """Per-agent (or shared) actor and critic over ``[..., n_agents, obs]``; the rest is PPO's construction."""
+        config, marl, device = self.config, self.config.marl, self.device
         self.n_agents, obs_size, self.num_actions = env.n_agents, env.obs_dim, env.num_actions
         self.kind, self.one_hot, self.bounds = "discrete", False, None
         self.centralised = config.algo == "mappo"
@@ -91,11 +89,6 @@ class MAPPO(PPO):
         self.critic_net = AgentMLP(self.n_agents, obs_size, 1, config.model, **share, centralised=self.centralised).to(
             device
         )
-        self.greedy_module = GreedyActor(self.actor_net)
-        self.parameters = [*self.actor_net.parameters(), *self.critic_net.parameters()]
-        self.optimizer = torch.optim.Adam(self.parameters, lr=cfg.lr, eps=1e-5, fused=True)
-        self.updates = 0
-        self.guard = Guard(config.guard)
 
     def learn(self, batch, frames: int) -> dict[str, float]:
         metrics = super().learn(batch, frames)

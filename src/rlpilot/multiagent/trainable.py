@@ -16,7 +16,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpilot import registry
-from rlpilot.config import Config
+from rlpilot.config.schema import Config
 from rlpilot.control.collect import EpisodeTracker
 from rlpilot.loop.trainable import Evaluation, EventSink, Step
 from rlpilot.multiagent.envs import make_vector, task_metrics

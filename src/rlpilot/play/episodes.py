@@ -12,9 +12,9 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
-from rlpilot.config import BACKENDS, EnvConfig
+from rlpilot.config.schema import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
-from rlpilot.envs import make_env, single_observation_space
+from rlpilot.envs.make import make_env, single_observation_space
 from rlpilot.errors import UserError
 from rlpilot.play.load import check_signature_fits, load_artifact, load_policy
 from rlpilot.registry import resolve_env
@@ -28,7 +28,7 @@ class PlayablePolicy:
     env_config: EnvConfig
     obs_norm: dict | None
     act: Callable[[torch.Tensor], torch.Tensor] | None
-    default_csv: Path
+    default_csv: Path | None
     controller: str | None = None
     """A classical controller (``rlpilot.controllers``) played instead of ``act``, on raw observations."""
 
@@ -99,7 +99,7 @@ def controlled(target: str, controller: str) -> PlayablePolicy:
         raise UserError(f"--controller runs on a run directory's env or on an env id, not on a file ({target})")
     else:
         env_config = EnvConfig(id=target)
-        default_csv = Path(f"eval-{controller}-{target.replace(':', '_').replace('/', '_')}.csv")
+        default_csv = None  # an env id has no run directory: rows are written only with --csv
     from rlpilot.controllers import CONTROLLERS
 
     if controller not in CONTROLLERS:
@@ -126,9 +126,10 @@ def evaluate_target(
     checkpoint: str = "last",
     backend: str | None = None,
     controller: str | None = None,
-) -> tuple[EvalResult, Path, Path | None]:
+) -> tuple[EvalResult, Path | None, Path | None]:
     """Greedy episodes of a run or an artifact (or ``controller`` on a run's env or an env id); per-episode
-    rows to CSV; optionally one episode on video.
+    rows to CSV (``csv_path``, else the run's or artifact's default; a controller on an env id writes none
+    unless asked); optionally one episode on video.
 
     ``backend`` overrides the env's ``env.backend`` (e.g. a policy trained on ``native`` evaluated
     on gymnasium's own env with ``auto``)."""
@@ -143,12 +144,13 @@ def evaluate_target(
     finally:
         env.close()
     csv_path = Path(csv_path) if csv_path is not None else target.default_csv
-    extra = result.per_episode()
-    rows = [",".join(["episode", "seed", "return", "length", *extra])] + [
-        ",".join([str(i), str(seed + i), f"{ret:.6g}", str(length), *(f"{v[i]:.6g}" for v in extra.values())])
-        for i, (ret, length) in enumerate(zip(result.returns, result.lengths))
-    ]
-    atomic_write(csv_path, "\n".join(rows) + "\n")
+    if csv_path is not None:
+        extra = result.per_episode()
+        rows = [",".join(["episode", "seed", "return", "length", *extra])] + [
+            ",".join([str(i), str(seed + i), f"{ret:.6g}", str(length), *(f"{v[i]:.6g}" for v in extra.values())])
+            for i, (ret, length) in enumerate(zip(result.returns, result.lengths))
+        ]
+        atomic_write(csv_path, "\n".join(rows) + "\n")
     video_path = None
     if video is not None:
         video_path = record_video(target, Path(video), seed=seed)

@@ -13,10 +13,9 @@ import torch
 from torchrl.envs import TransformedEnv
 
 from rlpilot.control.algos import Algorithm, build
-from rlpilot.envs import make_env
+from rlpilot.envs.make import make_env
 from rlpilot.errors import UserError
-from rlpilot.loop.lifecycle import check_compatible
-from rlpilot.runs import Run, load_run
+from rlpilot.runs import Run, check_compatible, load_run
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Writing an exported policy: the artifact in one of three formats, checked against the live module
 before it is kept (staged beside the output folder: a failed export leaves nothing). Used by
-``rlpilot.export`` (single-agent policies) and ``rlpilot.multiagent.play`` (group policies)."""
+``rlpilot.play.export`` (single-agent policies) and ``rlpilot.play.group`` (group policies)."""
 
 from __future__ import annotations
 

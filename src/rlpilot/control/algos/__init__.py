@@ -16,7 +16,7 @@ from torch import nn
 from torchrl.envs import EnvBase
 
 from rlpilot import registry
-from rlpilot.config import Config
+from rlpilot.config.schema import Config
 from rlpilot.guard import Guard
 
 

@@ -23,7 +23,7 @@ from torch import nn
 from torchrl.data import LazyTensorStorage, PrioritizedSampler, RandomSampler, TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
-from rlpilot.config import Config, DQNConfig
+from rlpilot.config.schema import Config, DQNConfig
 from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import GreedyActor, action_kind, network
 from rlpilot.guard import Guard
@@ -77,7 +77,7 @@ class DQN:
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         cfg = self.config.dqn
         self.frames = frames
-        self.epsilon = epsilon(cfg, frames, self.config.exploration_frames)
+        self.epsilon = epsilon(cfg, frames, cfg.exploration_frames(self.config.train.total_frames))
         self.buffer.extend(n_step_transitions(batch, cfg.n_step, cfg.gamma).reshape(-1).select(*STORED_KEYS))
         metrics = {"explore/epsilon": self.epsilon, "buffer/size": float(len(self.buffer))}
         if frames < cfg.learning_starts:
@@ -85,7 +85,7 @@ class DQN:
         if cfg.prioritized:
             progress = min(1.0, frames / self.config.train.total_frames)
             self.sampler.beta = cfg.beta_init + (1.0 - cfg.beta_init) * progress
-        updates = self.config.dqn_updates_per_batch
+        updates = cfg.updates_per_batch(self.config.frames_per_batch)
         sums = torch.zeros(4, device=self.device)
         skipped = 0
         for group in self.optimizer.param_groups:
@@ -156,7 +156,8 @@ class DQN:
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
         self.frames = int(state["frames"])
-        self.epsilon = epsilon(self.config.dqn, self.frames, self.config.exploration_frames)
+        cfg = self.config.dqn
+        self.epsilon = epsilon(cfg, self.frames, cfg.exploration_frames(self.config.train.total_frames))
         self.guard.load_state_dict(state["guard"])
         if state.get("buffer") is not None:
             self.load_buffer_state(state["buffer"])

@@ -17,7 +17,7 @@ from torch import nn
 from torchrl.data import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
-from rlpilot.config import Config, ModelConfig, SACConfig, TD3Config
+from rlpilot.config.schema import Config, ModelConfig, SACConfig, TD3Config
 from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import action_kind, mlp, observation_size
 from rlpilot.errors import UserError

@@ -2,7 +2,7 @@
 
 One collected batch of shape ``[num_envs, steps]``: GAE over the whole batch (once, before any
 minibatch), then ``epochs`` passes of minibatches drawn without replacement, each a clipped-loss step
-with gradient clipping. LR and clip are annealed over the real number of updates (``config.num_updates``),
+with gradient clipping. LR and clip are annealed over the real number of updates (``config.ppo.num_updates``),
 derived from the budget.
 
 One implementation, owning its networks and optimiser: :func:`gae` and :func:`ppo_loss` are plain
@@ -26,7 +26,7 @@ from torchrl.envs import EnvBase
 from torchrl.modules import TanhNormal
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
-from rlpilot.config import Config, PPOConfig
+from rlpilot.config.schema import Config, PPOConfig
 from rlpilot.control.models import GaussianHead, GreedyActor, action_kind, actor_out_gain, network
 from rlpilot.guard import Guard
 
@@ -43,8 +43,19 @@ class PPO:
 
     def __init__(self, config: Config, env: EnvBase, device: torch.device):
         self.config = config
-        cfg = config.ppo
         self.device = device
+        self.build_networks(env)
+        self.greedy_module = GreedyActor(self.actor_net, self.bounds, one_hot=self.num_actions if self.one_hot else 0)
+        self.parameters = [*self.actor_net.parameters(), *self.critic_net.parameters()]
+        # fused Adam: 3x cheaper step than the default single-tensor loop on CPU (~55 vs ~165 us for 64-64 MLPs)
+        self.optimizer = torch.optim.Adam(self.parameters, lr=config.ppo.lr, eps=1e-5, fused=True)
+        self.updates = 0
+        self.guard = Guard(config.guard)
+
+    def build_networks(self, env: EnvBase) -> None:
+        """``actor_net`` and ``critic_net`` sized from ``env``'s specs, on ``device``, and what the action
+        is (``kind``, ``num_actions``, ``one_hot``, ``bounds``). A variant (MAPPO) overrides this only."""
+        config, cfg, device = self.config, self.config.ppo, self.device
         obs_spec = env.observation_spec
         spec = env.full_action_spec_unbatched["action"].to(device)
         self.kind = action_kind(spec)
@@ -64,12 +75,6 @@ class PPO:
             # actions are squashed into exactly [low, high] of the Box: no clipping, no bias at the bounds
             self.bounds = (spec.space.low, spec.space.high)
         self.critic_net = network(obs_spec, 1, config.model, out_gain=1.0).to(device)
-        self.greedy_module = GreedyActor(self.actor_net, self.bounds, one_hot=self.num_actions if self.one_hot else 0)
-        self.parameters = [*self.actor_net.parameters(), *self.critic_net.parameters()]
-        # fused Adam: 3x cheaper step than the default single-tensor loop on CPU (~55 vs ~165 us for 64-64 MLPs)
-        self.optimizer = torch.optim.Adam(self.parameters, lr=cfg.lr, eps=1e-5, fused=True)
-        self.updates = 0
-        self.guard = Guard(config.guard)
 
     # -- acting (hot path: plain tensors, no TensorDict per step) -------------------------------
     def distribution(self, observation: torch.Tensor) -> TanhNormal:
@@ -107,16 +112,20 @@ class PPO:
         return dist.log_prob(action), -dist.log_prob(dist.rsample())
 
     # -- learning ----------------------------------------------------------------------------
+    def num_updates(self) -> int:
+        """Gradient steps over the whole budget: the horizon of LR and clip schedules."""
+        return self.config.ppo.num_updates(self.config.frames_per_batch, self.config.num_batches)
+
     def _anneal(self, fraction: float = 1.0) -> float:
         """Share of the schedule still ahead (1 -> 0 over ``fraction`` of the budget's updates)."""
-        return max(0.0, 1.0 - self.updates / max(1.0, fraction * self.config.num_updates))
+        return max(0.0, 1.0 - self.updates / max(1.0, fraction * self.num_updates()))
 
     def lr(self) -> float:
         cfg = self.config.ppo
         if cfg.lr_schedule == "linear":
             factor = self._anneal(cfg.lr_schedule_fraction)
         elif cfg.lr_schedule == "cosine":
-            t_max = max(1.0, cfg.lr_schedule_fraction * self.config.num_updates)
+            t_max = max(1.0, cfg.lr_schedule_fraction * self.num_updates())
             factor = 0.5 * (1.0 + math.cos(math.pi * self.updates / t_max))
         else:
             factor = 1.0
@@ -133,7 +142,7 @@ class PPO:
         with torch.no_grad():
             gae(batch, self.critic_net, cfg.gamma, cfg.gae_lambda, time_dim=self.time_dim)
         flat = batch.reshape(-1)
-        size, n_minibatches = cfg.minibatch_size, self.config.minibatches_per_epoch
+        size, n_minibatches = cfg.minibatch_size, cfg.minibatches_per_epoch(self.config.frames_per_batch)
         # plain tensors: indexing a TensorDict per minibatch cost ~0.3 ms of a ~1.5 ms update
         columns = {key: flat.get(key) for key in MINIBATCH_KEYS}
         sums = torch.zeros(len(STEP_METRICS), device=self.device)

@@ -34,7 +34,7 @@ from tensordict import TensorDict
 from torch import nn
 from torchrl.envs import EnvBase
 
-from rlpilot.config import Config, ModelConfig
+from rlpilot.config.schema import Config, ModelConfig
 from rlpilot.control.algos.offpolicy import OffPolicyContinuous, TwinQ, frozen, polyak
 from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
 

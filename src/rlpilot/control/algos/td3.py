@@ -24,7 +24,7 @@ from tensordict import TensorDict
 from torch import nn
 from torchrl.envs import EnvBase
 
-from rlpilot.config import Config
+from rlpilot.config.schema import Config
 from rlpilot.control.algos.offpolicy import OffPolicyContinuous, TwinQ, frozen, polyak
 from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
 

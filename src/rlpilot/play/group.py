@@ -18,12 +18,11 @@ import numpy as np
 import torch
 
 from rlpilot import registry
-from rlpilot.config import EnvConfig
+from rlpilot.config.schema import EnvConfig
 from rlpilot.errors import UserError
-from rlpilot.loop.lifecycle import check_compatible
 from rlpilot.multiagent.envs import make_vector
 from rlpilot.multiagent.trainable import greedy_episodes
-from rlpilot.runs import Run, atomic_write, load_run, versions
+from rlpilot.runs import Run, atomic_write, check_compatible, load_run, versions
 
 CONTROLLERS = ("random", "heuristic")
 """Reference policies on a multi-agent env: uniform random actions, and a hand-written heuristic (simple_spread:
@@ -73,7 +72,7 @@ def controller(name: str, env) -> Callable[[torch.Tensor], torch.Tensor]:
 class GroupPlay:
     env_config: EnvConfig
     act: Callable[[torch.Tensor], torch.Tensor] | None
-    default_csv: Path
+    default_csv: Path | None
     controller: str | None = None
 
     def policy_for(self, env) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -85,9 +84,7 @@ def group_playable(target: str, checkpoint: str = "last", controller_name: str |
     path = Path(target)
     if controller_name is not None:
         env_config = load_run(path).config().env if path.is_dir() else EnvConfig(id=target)
-        default = (
-            path / f"eval-{controller_name}.csv" if path.is_dir() else Path(f"eval-{controller_name}-{target}.csv")
-        )
+        default = path / f"eval-{controller_name}.csv" if path.is_dir() else None  # an env id: only with --csv
         return GroupPlay(env_config, None, default, controller_name)
     if path.is_file():
         from rlpilot.play.load import load_artifact
@@ -128,9 +125,10 @@ def evaluate_group(
     video: str | Path | None = None,
     checkpoint: str = "last",
     controller_name: str | None = None,
-) -> tuple[np.ndarray, dict[str, float], Path, Path | None]:
+) -> tuple[np.ndarray, dict[str, float], Path | None, Path | None]:
     """``episodes`` greedy episodes side by side: per-agent returns ``[episodes, n_agents]``, the task's
-    end-of-episode measures, the CSV written (one row per episode) and the video, if asked for."""
+    end-of-episode measures, the CSV written (one row per episode; none for a controller on an env id unless
+    ``csv_path`` asks) and the video, if asked for."""
     if registry.is_multiagent_env(target) and controller_name is None and not Path(target).exists():
         raise UserError(f"'{target}' is an env id, not a run: add --controller random (or heuristic)")
     play = group_playable(target, checkpoint, controller_name)
@@ -140,12 +138,13 @@ def evaluate_group(
     per_agent, task = greedy_episodes(env, play.policy_for(env), seed=seed)
     env.close()
     csv_path = Path(csv_path) if csv_path is not None else play.default_csv
-    header = ["episode", "seed", "return", *(f"return_agent{i}" for i in range(per_agent.shape[1]))]
-    rows = [",".join(header)] + [
-        ",".join([str(i), str(seed), f"{row.mean():.6g}", *(f"{v:.6g}" for v in row)])
-        for i, row in enumerate(per_agent)
-    ]
-    atomic_write(csv_path, "\n".join(rows) + "\n")
+    if csv_path is not None:
+        header = ["episode", "seed", "return", *(f"return_agent{i}" for i in range(per_agent.shape[1]))]
+        rows = [",".join(header)] + [
+            ",".join([str(i), str(seed), f"{row.mean():.6g}", *(f"{v:.6g}" for v in row)])
+            for i, row in enumerate(per_agent)
+        ]
+        atomic_write(csv_path, "\n".join(rows) + "\n")
     video_path = record_group_video(play, Path(video), seed=seed) if video is not None else None
     return per_agent, task, csv_path, video_path
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlpilot.runs import atomic_write
+
+if TYPE_CHECKING:
+    import torch
 
 
 def is_llm_run(target: str | Path) -> bool:
@@ -27,8 +31,6 @@ def eval_llm_run(target: str | Path, *, checkpoint: str = "last", csv_path: str 
 
     if checkpoint not in ("last", "best"):
         raise UserError(f"--checkpoint {checkpoint}: choose last or best")
-    from rlpilot.llm.grpo import evaluate_run
-
     rewards, prompts, responses = evaluate_run(target, checkpoint=checkpoint)
     out = Path(csv_path) if csv_path is not None else Path(target) / "eval.csv"
     buffer = io.StringIO()
@@ -40,3 +42,22 @@ def eval_llm_run(target: str | Path, *, checkpoint: str = "last", csv_path: str 
         f"{len(prompts)} held-out prompts, greedy: mean reward {float(rewards.mean()):.3f} (max 1)  "
         f"min {float(rewards.min()):.3f}  max {float(rewards.max()):.3f}\nanswers: {out}"
     )
+
+
+def evaluate_run(path, *, checkpoint: str = "last") -> tuple[torch.Tensor, list[str], list[str]]:
+    """``rlpilot eval`` on an LLM run: greedy held-out rewards of a checkpoint (prompts, responses too)."""
+    from rlpilot.config.schema import resolve_device
+    from rlpilot.errors import UserError
+    from rlpilot.llm.grpo import build_learner, eval_prompts
+    from rlpilot.runs import load_run
+
+    run = load_run(path)
+    config = run.config()
+    if config.algo != "grpo":
+        raise UserError(f"{run.path} is not an LLM run")
+    saved = run.load_checkpoint(checkpoint)
+    device = resolve_device(config.train.device)
+    learner = build_learner(config, device, state=saved["state"], event=lambda *args, **kwargs: None)
+    prompts = eval_prompts(config, learner.task)
+    rewards, responses, _ = learner.evaluate(prompts)
+    return rewards, prompts, responses

@@ -19,13 +19,14 @@ import torch
 from torchrl.data import Bounded, Categorical, Composite, TensorSpec
 from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage, check_env_specs
 
-from rlpilot.config import EnvConfig
+from rlpilot.config.schema import EnvConfig
 from rlpilot.control.evaluate import evaluate
-from rlpilot.envs import make_env, make_vector_env, observation_reader
 from rlpilot.envs.gym_vector import reset_checked
-from rlpilot.envs.pixels import is_image_spec, save_frame_png
+from rlpilot.envs.make import make_env, make_vector_env, observation_reader
+from rlpilot.envs.pixels import frame_png, is_image_spec
 from rlpilot.findings import Finding, by_severity, count, render_finding
 from rlpilot.registry import registered_spec
+from rlpilot.runs import atomic_write
 
 SCALE_COLUMN = {"dimension": "dim", "channel": "channel"}
 """Heading of the observation-scale table's first column, per ``CheckReport.scale_unit``."""
@@ -361,7 +362,7 @@ def _write_sample_frame(env, env_cfg: EnvConfig, path: str, seed: int) -> None:
         if (terminated | truncated).any():
             raw, _ = vector_env.reset(options={"reset_mask": terminated | truncated})
             observation = read(raw, reset=terminated | truncated)
-    save_frame_png(np.asarray(raw)[0], observation[0], env_cfg.frame_stack, path)
+    atomic_write(path, frame_png(np.asarray(raw)[0], observation[0], env_cfg.frame_stack))
 
 
 def _spec_notes(base, *, image: bool) -> list[Finding]:

@@ -16,8 +16,8 @@ import torch
 from torchrl.data import Categorical, Composite, OneHot
 
 from rlpilot import registry
-from rlpilot.check import specs_check
-from rlpilot.config import EnvConfig
+from rlpilot.check.env import specs_check
+from rlpilot.config.schema import EnvConfig
 from rlpilot.findings import Finding, by_severity, count, render_finding
 from rlpilot.multiagent.envs import backend, env_kwargs, make_vector
 from rlpilot.multiagent.trainable import greedy_episodes
@@ -183,7 +183,7 @@ def check_group_env(env_cfg: EnvConfig, *, episodes: int | None = None, seed: in
 
 
 def _references(env_cfg: EnvConfig, episodes: int, seed: int):
-    from rlpilot.multiagent.play import controller
+    from rlpilot.play.group import controller
 
     lines = []
     env = make_vector(env_cfg, episodes, seed=seed)

@@ -3,7 +3,7 @@
 Importing matplotlib and drawing the first figure cost ~0.5 s on this project's 2-core machine (measured
 with the machine otherwise idle: `benchmarks/startup.py`), paid after the last frame of every run, in the
 user's wait. A run trains on one torch thread by default, so the second core is idle: :func:`start`
-launches ``python -m rlpilot.curve_helper`` there at the beginning of the run; it imports matplotlib,
+launches ``python -m rlpilot.loop.curve_helper`` there at the beginning of the run; it imports matplotlib,
 warms the Agg canvas and its fonts, and waits. At the end :meth:`CurveHelper.draw` sends it the run
 directory, and it draws ``RUN/curve.png`` with :func:`rlpilot.plot.plot_run` (the same code, the same
 atomic write) and replies. Whatever goes wrong with the helper (it could not start, died, answered with
@@ -73,7 +73,7 @@ def start() -> CurveHelper:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)}
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "rlpilot.curve_helper"],
+            [sys.executable, "-m", "rlpilot.loop.curve_helper"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -1,30 +1,28 @@
-"""Typed run configuration: dataclasses (one docstring per field), YAML presets, ``--set`` overrides.
+"""The run configuration's schema: its sections as dataclasses (one docstring per field), and ``Config``.
 
-Only data lives here; values derived from it (frames per batch, number of updates, annealing
-horizons) are properties, never stored, so an override can never leave them stale. Each field's
-valid values are declared where it is defined (``positive(...)``, ``fraction(...)``, ``one_of(...)``)
-and :meth:`Config.validate` checks them all from that metadata; only rules between fields are written
-by hand. Each algorithm reads its own sections (``rlpilot.registry``): a DQN config has no ``ppo``
-section, a GRPO config no ``env``.
+Only data lives here; values derived from it (frames per batch; an algorithm's number of updates and
+annealing horizons, as methods of its section) are computed, never stored, so an override can never
+leave them stale. Each field's valid values are declared where it is defined (``positive(...)``,
+``fraction(...)``, ``one_of(...)``) and :meth:`Config.validate` checks them all from that metadata; only
+rules between fields are written by hand. Each algorithm reads its own sections (``rlpilot.registry``):
+a DQN config has no ``ppo`` section, a GRPO config no ``env``.
 This module imports no torch: the CLI answers ``--help``, ``presets`` and argument errors fast.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import functools
 import math
-import types
-import typing
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from rlpilot import registry
 from rlpilot.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 BACKENDS = ("auto", "numpy", "sync", "native", "async", "pettingzoo", "vmas")
 MAX_SEED = 2**31 - 1  # numpy's legacy seeding takes < 2**32; evaluation seeds add offsets to the run's seed
@@ -222,6 +220,14 @@ class PPOConfig:
     init_log_std: float = 0.0
     """Continuous actions: initial log standard deviation of the Gaussian before squashing."""
 
+    # -- horizons, derived from the batch (never stored) ----------------------------------------
+    def minibatches_per_epoch(self, frames_per_batch: int) -> int:
+        return max(1, frames_per_batch // self.minibatch_size)
+
+    def num_updates(self, frames_per_batch: int, num_batches: int) -> int:
+        """Gradient steps over the whole budget: the horizon of LR and clip schedules."""
+        return num_batches * self.epochs * self.minibatches_per_epoch(frames_per_batch)
+
 
 @dataclass
 class MultiAgentConfig:
@@ -344,9 +350,19 @@ class DQNConfig:
     priority_eps: float = positive(1e-6)
     """Added to |TD error| so no transition gets zero probability."""
 
+    # -- horizons, derived from the batch and the budget (never stored) ---------------------------
+    def updates_per_batch(self, frames_per_batch: int) -> int:
+        return max(1, round(frames_per_batch * self.updates_per_frame))
+
+    def exploration_frames(self, total_frames: int) -> int:
+        """Frames over which epsilon anneals."""
+        return max(1, int(total_frames * self.exploration_fraction))
+
 
 @dataclass
-class SACConfig:
+class OffPolicyConfig:
+    """What SAC and TD3 share: collection between learning phases, the replay, the warm-up, targets."""
+
     steps_per_env: int = positive(8)
     """Steps collected per env between learning phases; frames per batch = this x ``env.num_envs``.
     Small: SB3 updates after every env step; a few steps per phase keep the data nearly as fresh at a
@@ -354,13 +370,14 @@ class SACConfig:
     buffer_size: int = positive(1_000_000)
     """Replay capacity in transitions (SB3's default: on short budgets nothing is ever evicted)."""
     batch_size: int = positive(256)
-    """Transitions per gradient step (SB3's and the SAC paper's 256)."""
+    """Transitions per gradient step (SB3's and the SAC and TD3 papers' 256)."""
     lr: float = positive(3e-4)
-    """Adam learning rate of actor, critics and temperature (constant; SB3's default, the SAC paper's)."""
+    """Adam learning rate of every network (and SAC's temperature), constant."""
     gamma: float = fraction(0.99)
     """Discount per step."""
     tau: float = fraction(0.005)
-    """Polyak rate of the target critics after every update: target += tau x (online - target)."""
+    """Polyak rate of the targets: target += tau x (online - target) (SAC: after every update; TD3: on each
+    delayed actor update)."""
     learning_starts: int = at_least(100, 0)
     """Frames collected with uniformly random actions (in the Box) before the first update (SB3: 100)."""
     warmup_hold: int = positive(1)
@@ -368,40 +385,28 @@ class SACConfig:
     explore further where a task needs one push kept up: on MountainCarContinuous, uniform forces held for 20-50
     steps reach the flag in 28 of 30 episodes, fresh ones every step in none."""
     updates_per_frame: float = positive(1.0)
-    """Gradient steps per collected frame (update-to-data ratio; SB3's train_freq=1, gradient_steps=1)."""
+    """Critic gradient steps per collected frame (update-to-data ratio; SB3's train_freq=1, gradient_steps=1)."""
+    max_grad_norm: float | None = positive(None)
+    """Clip of the global gradient norm over all the algorithm's networks together; ``None``: no clipping
+    (as SB3 and the papers); the norm is still logged as ``opt/grad_norm``."""
+
+
+@dataclass
+class SACConfig(OffPolicyConfig):
+    lr: float = positive(3e-4)
+    """Adam learning rate of actor, critics and temperature (constant; SB3's default, the SAC paper's)."""
     alpha_init: float = positive(1.0)
     """Initial entropy temperature (SB3's and TorchRL's 1.0); learned from there."""
     target_entropy: str | float = "auto"
     """Entropy the temperature steers the policy towards, in nats: ``auto`` is -dim(A) (the SAC
     paper's heuristic), or a number. Measured on the action in the env's Box (TorchRL's TanhNormal
     convention), so a Box of half-width 2 reads log 2 nats higher per dim than SB3's [-1, 1] scale."""
-    max_grad_norm: float | None = positive(None)
-    """Clip of the global gradient norm over actor, critics and temperature together; ``None``: no
-    clipping (SAC in SB3 and the paper clips nothing); the norm is still logged as ``opt/grad_norm``."""
 
 
 @dataclass
-class TD3Config:
-    steps_per_env: int = positive(8)
-    """Steps collected per env between learning phases; frames per batch = this x ``env.num_envs``."""
-    buffer_size: int = positive(1_000_000)
-    """Replay capacity in transitions (SB3's default)."""
-    batch_size: int = positive(256)
-    """Transitions per gradient step (SB3's default)."""
+class TD3Config(OffPolicyConfig):
     lr: float = positive(1e-3)
     """Adam learning rate of actor and critics (constant; SB3's and the TD3 paper's 1e-3)."""
-    gamma: float = fraction(0.99)
-    """Discount per step."""
-    tau: float = fraction(0.005)
-    """Polyak rate of the target actor and critics, applied on each delayed actor update."""
-    learning_starts: int = at_least(100, 0)
-    """Frames collected with uniformly random actions (in the Box) before the first update (SB3: 100)."""
-    warmup_hold: int = positive(1)
-    """Env steps each uniform warm-up action is held for (1: a fresh action every step, as SB3). Held actions
-    explore further where a task needs one push kept up: on MountainCarContinuous, uniform forces held for 20-50
-    steps reach the flag in 28 of 30 episodes, fresh ones every step in none."""
-    updates_per_frame: float = positive(1.0)
-    """Critic gradient steps per collected frame (the actor steps every ``policy_delay``-th)."""
     policy_delay: int = positive(2)
     """Critic updates per actor and target update (the TD3 paper's 2)."""
     target_noise: float = at_least(0.2, 0.0)
@@ -412,9 +417,6 @@ class TD3Config:
     exploration_noise: float = at_least(0.1, 0.0)
     """Std of the Gaussian added to the actor's action while collecting, as a fraction of the Box's
     half-width (the paper's and RL Zoo's 0.1); the sum is clipped into the Box."""
-    max_grad_norm: float | None = positive(None)
-    """Clip of the global gradient norm over actor and critics together; ``None``: no clipping (as SB3
-    and the paper); the norm is still logged as ``opt/grad_norm``."""
 
 
 @dataclass
@@ -521,24 +523,6 @@ class Config:
     def num_batches(self) -> int:
         return max(1, math.ceil(self.train.total_frames / self.frames_per_batch))
 
-    @property
-    def minibatches_per_epoch(self) -> int:
-        return max(1, self.frames_per_batch // self.ppo.minibatch_size)
-
-    @property
-    def num_updates(self) -> int:
-        """PPO gradient steps over the whole budget: the horizon of LR and clip schedules."""
-        return self.num_batches * self.ppo.epochs * self.minibatches_per_epoch
-
-    @property
-    def dqn_updates_per_batch(self) -> int:
-        return max(1, round(self.frames_per_batch * self.dqn.updates_per_frame))
-
-    @property
-    def exploration_frames(self) -> int:
-        """Frames over which DQN's epsilon anneals."""
-        return max(1, int(self.train.total_frames * self.dqn.exploration_fraction))
-
     def to_dict(self) -> dict:
         """The algorithm's sections only (what ``config.yaml`` holds)."""
         data = dataclasses.asdict(self)
@@ -623,209 +607,20 @@ class Config:
         return problems
 
 
-# -- building from data ------------------------------------------------------------------------
-@functools.cache  # typing.get_type_hints is slow (~1 ms a call, ~130 calls a config): once per class
-def _field_types(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+def solved_threshold(config: Config) -> float | None:
+    """The preset's ``train.solved_at``, else the env's registered ``reward_threshold`` (control runs)."""
+    if config.train.solved_at is not None or config.kind != "control":
+        return config.train.solved_at
+    _, env_id = registry.resolve_env(config.env.id)
+    return None if env_id is None else registry.registered_spec(env_id).reward_threshold
 
 
-def _type_name(tp: Any) -> str:
-    if isinstance(tp, type):
-        return tp.__name__
-    return str(tp).replace("typing.", "")
+def resolve_device(name: str) -> torch.device:
+    """``train.device`` as a torch device (``auto``: cuda when available); torch is imported here, when called."""
+    import torch
 
-
-def _coerce(key: str, value: Any, tp: Any) -> Any:
-    """Checks ``value`` against the field type ``tp``; ints are accepted where floats are expected."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(key, value, arg)
-            except UserError:
-                pass
-        raise UserError(f"{key}: expected {_type_name(tp)}, got {value!r}")
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except OverflowError:
-            raise UserError(f"{key}: {value} is too large for a float") from None
-    if tp is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if tp in (bool, str, list, dict) and isinstance(value, tp):
-        return value
-    raise UserError(f"{key}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
-
-
-def _unknown_key(key: str, known: list[str]) -> UserError:
-    close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
-    hint = f" Did you mean {', '.join(close)}?" if close else f" Known keys: {', '.join(known)}."
-    return UserError(f"unknown config key '{key}'.{hint}")
-
-
-def _all_keys(config: Config) -> list[str]:
-    types_ = _field_types(Config)
-    keys = [name for name in types_ if not dataclasses.is_dataclass(types_[name])]
-    for name in config.sections:
-        keys += [f"{name}.{sub}" for sub in _field_types(types_[name])]
-    return keys
-
-
-def from_dict(data: dict, *, drop_other_sections: bool = False) -> Config:
-    """Builds a Config from nested plain data, strictly: unknown keys, wrong types and sections the
-    algorithm does not read are errors (``drop_other_sections``: ignored, for configs saved by older versions)."""
-    config = Config()
-    if "algo" in data:
-        set_value(config, "algo", data["algo"])
-    for name, value in data.items():
-        if name == "algo":
-            continue
-        if drop_other_sections and name in _field_types(Config) and name not in (*config.sections, "preset"):
-            continue
-        set_value(config, name, value)
-    return config
-
-
-def set_value(config: Config, key: str, value: Any) -> None:
-    """Sets ``section.field`` (or a top-level field, or a whole section from a dict) with checks."""
-    types_ = _field_types(Config)
-    if not isinstance(key, str):
-        raise UserError(f"config key {key!r} is not a name: keys are section names or section.field")
-    section, _, sub = key.partition(".")
-    if section not in types_:
-        raise _unknown_key(key, _all_keys(config))
-    section_type = types_[section]
-    if not dataclasses.is_dataclass(section_type):
-        if sub:
-            raise _unknown_key(key, _all_keys(config))
-        value = _coerce(key, value, section_type)
-        if section == "algo":
-            registry.algorithm(value)
-        setattr(config, section, value)
-        return
-    _require_section(config, key, section)
-    target = getattr(config, section)
-    if not sub:
-        if not isinstance(value, dict):
-            raise UserError(f"{key}: expected a mapping of {section}.* keys, got {value!r}")
-        for name, item in value.items():
-            set_value(config, f"{section}.{name}", item)
-        return
-    setattr(target, sub, _coerce(key, value, _declared_type(config, key, section_type, sub)))
-
-
-def _require_section(config: Config, key: str, section: str) -> None:
-    if section not in config.sections:
-        raise UserError(
-            f"'{key}': a {config.algo} run has no '{section}' section (its sections: {', '.join(config.sections)})"
-        )
-
-
-def _declared_type(config: Config, key: str, section_type: type, sub: str) -> Any:
-    sub_types = _field_types(section_type)
-    if sub not in sub_types:
-        raise _unknown_key(key, _all_keys(config))
-    return sub_types[sub]
-
-
-def field_type(config: Config, key: str) -> Any:
-    """The declared type of the setting ``section.field`` (``X | None`` gives ``X``); an unknown key, or a
-    section the algorithm does not read, is one line (with close matches)."""
-    section, _, sub = key.partition(".")
-    types_ = _field_types(Config)
-    if section not in types_ or not sub or not dataclasses.is_dataclass(types_[section]):
-        raise _unknown_key(key, _all_keys(config))
-    _require_section(config, key, section)
-    tp = _declared_type(config, key, types_[section], sub)
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [arg for arg in typing.get_args(tp) if arg is not type(None)]
-        if len(args) == 1:
-            tp = args[0]
-    return tp
-
-
-def apply_overrides(config: Config, overrides: list[str]) -> Config:
-    """Applies ``section.key=value`` strings; values are parsed as YAML (``1e-3``, ``true``, ``[64,64]``)."""
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise UserError(f"--set expects section.key=value, got '{item}'")
-        if key.strip() == "algo":
-            raise UserError("--set algo=...: choose the algorithm with a preset or `rlpilot train ALGO ENV`")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        if isinstance(value, str) and _looks_numeric(value):
-            value = float(value)
-        set_value(config, key.strip(), value)
-    return config
-
-
-def _looks_numeric(text: str) -> bool:
-    # YAML 1.1 reads "1e-3" as a string (it wants "1.0e-3"); users mean a number.
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-# -- presets and files -----------------------------------------------------------------------
-preset_names = registry.preset_names
-
-
-def load_preset_data(name: str) -> dict:
-    return _parse_yaml(registry.preset_text(name), source=f"preset {name}")
-
-
-def _parse_yaml(text: str, *, source: str) -> dict:
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "cannot be parsed"
-        raise UserError(f"{source} is not valid YAML{where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{source} must be a mapping of config sections")
-    return data
-
-
-def read_config_file(path: str | Path, *, drop_other_sections: bool = False) -> Config:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read config file {path}: {exc}") from None
-    return from_dict(_parse_yaml(text, source=str(path)), drop_other_sections=drop_other_sections)
-
-
-def load_config(
-    preset: str | None = None,
-    *,
-    algo: str | None = None,
-    env_id: str | None = None,
-    overrides: list[str] | None = None,
-    config_file: str | Path | None = None,
-) -> Config:
-    """The one way a Config is made: a preset, or ``algo`` + ``env_id``, or a config file (a run's
-    ``config.yaml`` or ``--config FILE``); then ``--set`` overrides; then validation."""
-    if config_file is not None:
-        config = read_config_file(config_file, drop_other_sections=True)
-    elif preset is not None:
-        config = from_dict(load_preset_data(preset))
-        config.preset = preset
-    else:
-        entry = registry.algorithm(algo)
-        if entry.kind == "llm":
-            raise UserError(f"{algo} does not train on an env: start from a preset (rlpilot presets)")
-        config = Config(algo=algo, env=EnvConfig(id=env_id or "CartPole-v1"))
-    apply_overrides(config, overrides or [])
-    return config.validate()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device is visible to torch; use --device cpu or auto")
+    return torch.device(name)

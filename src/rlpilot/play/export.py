@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from rlpilot.controllers import RESIDUAL_FORMULAS, residual_terms
-from rlpilot.envs import observation_reader, to_numpy
+from rlpilot.envs.make import observation_reader, to_numpy
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
 from rlpilot.play.write import FORMATS, PARITY_OBSERVATIONS, ExportResult, write_checked
@@ -129,7 +129,7 @@ def export_run(
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir} is a file, not a folder: choose a folder for the export")
     if load_run(run_path).config().kind == "multiagent":  # the agents are a dimension of the artifact's input
-        from rlpilot.multiagent.play import export_group
+        from rlpilot.play.group import export_group
 
         return export_group(run_path, fmt, out_dir, seed=seed, checkpoint=checkpoint)
     policy = load_policy(run_path, checkpoint)

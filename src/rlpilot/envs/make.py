@@ -1,0 +1,369 @@
+"""``make_env``: any gymnasium id or user class → a batched, seeded TorchRL env with the right transforms.
+
+The TorchRL env (``TransformedEnv`` over :class:`GymVectorEnv`) is the contract: specs, ``check``,
+``rollout`` and users' own TorchRL code see it. Training collects through
+:class:`rlpilot.control.collect.BatchCollector`, which steps the same gymnasium vector env directly and
+applies the same observation transforms (:func:`observation_reader`) once per step on plain tensors;
+a test checks both paths produce identical observations.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from contextlib import contextmanager
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.error import DependencyNotInstalled
+from gymnasium.vector import AutoresetMode
+from torchrl.envs import (
+    CatFrames,
+    CatTensors,
+    Compose,
+    DoubleToFloat,
+    GrayScale,
+    ObservationNorm,
+    Resize,
+    RewardScaling,
+    RewardSum,
+    StepCounter,
+    ToTensorImage,
+    TransformedEnv,
+)
+
+from rlpilot.config.schema import EnvConfig
+from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
+from rlpilot.envs.native import NativeEnv, make_native_vector_env
+from rlpilot.envs.pixels import FrameReader, frame_stack_transform, frame_transforms, is_image_spec
+from rlpilot.errors import UserError
+from rlpilot.registry import register_namespace, resolve_env
+
+# gymnasium ids with a numpy-vectorised implementation that can run without autoreset.
+NUMPY_VECTOR_ENVS: dict[str, type] = {
+    "CartPole-v0": CartPoleVectorEnvNoAutoreset,
+    "CartPole-v1": CartPoleVectorEnvNoAutoreset,
+}
+
+# gymnasium raises DependencyNotInstalled for these families; the extra that brings them.
+EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "pygame": "classic-control", "ale_py": "atari"}
+# those rlpilot declares itself (pyproject.toml), so the install line pins what rlpilot was tested with
+RLPILOT_EXTRAS = {"box2d", "mujoco"}
+
+
+def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
+    env_class, env_id = resolve_env(env_cfg.id)
+
+    def thunk() -> gym.Env:
+        if env_class is not None:
+            env = env_class(**env_cfg.kwargs)
+            if env_cfg.max_episode_steps is not None:
+                env = gym.wrappers.TimeLimit(env, env_cfg.max_episode_steps)
+        else:
+            register_namespace(env_id)  # again here: async workers may start without the parent's registry
+            env = gym.make(env_id, max_episode_steps=env_cfg.max_episode_steps, **env_cfg.kwargs)
+        if env_cfg.frame_skip > 1:
+            env = gym.wrappers.MaxAndSkipObservation(env, skip=env_cfg.frame_skip)
+        return env
+
+    return thunk
+
+
+def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
+    """A gymnasium vector env with autoreset DISABLED (resets are driven by the caller).
+
+    ``env.backend=native``: a :class:`rlpilot.envs.native.NativeVectorEnv` (same API, torch tensors)."""
+    numpy_class = NUMPY_VECTOR_ENVS.get(env_cfg.id)
+    backend = env_cfg.backend
+    if backend == "native":  # torch tensors on the CPU; make_env puts them on the run's device
+        return make_native_vector_env(
+            env_cfg.id, num_envs, max_episode_steps=env_cfg.max_episode_steps, kwargs=env_cfg.kwargs
+        )
+    if backend == "numpy" and numpy_class is None:
+        raise UserError(
+            f"env.backend=numpy: no numpy-vectorised implementation of '{env_cfg.id}' "
+            f"(available: {', '.join(NUMPY_VECTOR_ENVS)}); use env.backend=sync"
+        )
+    with construction_errors(env_cfg):
+        if numpy_class is not None and backend in ("auto", "numpy") and not env_cfg.kwargs:
+            max_steps = env_cfg.max_episode_steps or gym.spec(env_cfg.id).max_episode_steps
+            return numpy_class(num_envs=num_envs, max_episode_steps=max_steps)
+        thunk = _make_single(env_cfg)
+        if backend == "async":
+            thunk().close()  # a missing dependency fails here, with its own message, not in a worker
+            # fork, not TorchRL's global "spawn": a spawned worker re-imports torch and torchrl before its
+            # first step (24 s to start 2 MinAtar workers on this machine, 3 s forked); workers run
+            # only the gymnasium env, never torch.
+            vector_env = gym.vector.AsyncVectorEnv(
+                [thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED, context="fork"
+            )
+        else:
+            vector_env = gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
+    check_action_space(vector_env.single_action_space, env_cfg.id, close=vector_env.close)
+    if env_cfg.base_controller != "none":
+        if problem := env_cfg.gate_problem():
+            vector_env.close()
+            raise UserError(problem)
+        from rlpilot.controllers import base_controller
+        from rlpilot.envs.residual import ResidualVectorEnv
+
+        vector_env = ResidualVectorEnv(
+            vector_env,
+            base_controller(env_cfg.base_controller, env_cfg.id),
+            env_cfg.residual_scale,
+            env_cfg.residual_mode,
+            env_cfg.residual_penalty,
+            env_cfg.residual_gate,
+        )
+    return vector_env
+
+
+@contextmanager
+def construction_errors(env_cfg: EnvConfig):
+    """Whatever building ``env_cfg``'s env raises (a missing extra, bad kwargs, a user constructor that
+    raises) becomes one :class:`UserError` naming the env."""
+    try:
+        yield
+    except UserError:
+        raise
+    except DependencyNotInstalled as exc:
+        text = str(exc)
+        extra = next((name for key, name in EXTRAS.items() if key in text.lower()), None)
+        if extra in RLPILOT_EXTRAS:
+            fix = f"pip install 'rlpilot[{extra}]'"
+        else:
+            fix = f'pip install "gymnasium[{extra}]"' if extra else "install the missing package"
+        raise UserError(f"'{env_cfg.id}' needs an optional dependency: {fix}") from None
+    except TypeError as exc:
+        raise UserError(f"cannot construct '{env_cfg.id}' with env.kwargs={env_cfg.kwargs}: {exc}") from None
+    except MemoryError:
+        raise UserError(f"env '{env_cfg.id}': no memory for env.num_envs={env_cfg.num_envs:,}; lower it") from None
+    except Exception as exc:  # the user's constructor (or gymnasium's make) failed
+        raise UserError(f"env '{env_cfg.id}' raised while being built: {type(exc).__name__}: {exc}") from None
+
+
+SUPPORTED_ACTION_SPACES = (gym.spaces.Discrete, gym.spaces.Box)
+
+
+def check_action_space(space: gym.Space, env_id: str, *, close: Callable[[], None] | None = None) -> None:
+    """The algorithms act in ``Discrete`` or ``Box`` spaces; any other is refused here, in one line."""
+    if isinstance(space, SUPPORTED_ACTION_SPACES):
+        return
+    if close is not None:
+        close()
+    raise UserError(
+        f"env '{env_id}' has action space {space}: rlpilot's algorithms act in Discrete or Box spaces; "
+        "wrap the env so it takes one (e.g. a Discrete index over the combinations, or a Box thresholded at 0.5)"
+    )
+
+
+# Collection keeps each frame a few times: the batch TensorDict, the algorithm's minibatch copies and
+# its targets (advantages, returns), so the estimate counts this many batch-sized buffers.
+BATCH_COPIES = 4
+PER_FRAME_EXTRA_BYTES = 64  # action, reward, done flags, log-prob, value: a few numbers a frame
+PER_ENV_BYTES = {"sync": 16 * 1024, "async": 16 * 1024}  # a gymnasium env object (vector backends: arrays)
+
+
+def single_observation_space(env_cfg: EnvConfig) -> gym.Space:
+    """One env's observation space, from one env built for the purpose (and closed)."""
+    if env_cfg.backend == "native":
+        return make_native_vector_env(env_cfg.id, 1, kwargs=env_cfg.kwargs).single_observation_space
+    with construction_errors(env_cfg):
+        single = _make_single(env_cfg)()
+        space = single.observation_space
+        single.close()
+    return space
+
+
+def observation_bytes(env_cfg: EnvConfig) -> int:
+    """Bytes of one observation as the learner holds it (float32; images after resizing, gray scale and
+    frame stacking)."""
+    space = single_observation_space(env_cfg)
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 3:  # [H, W, C] frames
+        height, width, channels = space.shape
+        if env_cfg.frame_size is not None:
+            height = width = env_cfg.frame_size
+        channels = 1 if env_cfg.grayscale else channels
+        return 4 * height * width * channels * env_cfg.frame_stack
+    return 4 * int(gym.spaces.flatdim(space))
+
+
+def memory_estimate(env_cfg: EnvConfig, *, steps_per_env: int, replay_frames: int = 0, eval_envs: int = 0) -> int:
+    """Bytes a run needs for its envs, its collected batches and its replay buffer (an estimate: CarRacing
+    preset ~1 GiB, CartPole presets under 10 MiB)."""
+    per_frame = 2 * observation_bytes(env_cfg) + PER_FRAME_EXTRA_BYTES  # observation and next observation
+    batch = env_cfg.num_envs * steps_per_env * per_frame * BATCH_COPIES
+    per_env = PER_ENV_BYTES.get(env_cfg.backend if env_cfg.id not in NUMPY_VECTOR_ENVS else "numpy", per_frame)
+    return batch + replay_frames * per_frame + (env_cfg.num_envs + eval_envs) * per_env
+
+
+def available_memory() -> int | None:
+    """``MemAvailable`` of /proc/meminfo (bytes), else free physical pages; None when unknown."""
+    try:
+        for line in open("/proc/meminfo"):  # noqa: SIM115
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(env_cfg: EnvConfig, *, steps_per_env: int, replay_frames: int = 0, eval_envs: int = 0) -> None:
+    """Refuses, in one line, a run whose envs and buffers would not fit in memory, before allocating them."""
+    needed = memory_estimate(env_cfg, steps_per_env=steps_per_env, replay_frames=replay_frames, eval_envs=eval_envs)
+    available = available_memory()
+    if available is not None and needed > available:
+        raise UserError(
+            f"env.num_envs={env_cfg.num_envs:,} x {steps_per_env} steps"
+            + (f" (+ a replay buffer of {replay_frames:,} frames)" if replay_frames else "")
+            + f" needs about {needed / 2**30:,.1f} GiB for envs and buffers, {available / 2**30:,.1f} GiB is "
+            "available: lower env.num_envs or the steps per env" + (" or the buffer size" if replay_frames else "")
+        )
+
+
+def _observation_keys(base: GymVectorEnv) -> list:
+    return list(base.observation_spec.keys(True, True))
+
+
+def make_env(
+    env_cfg: EnvConfig,
+    *,
+    num_envs: int | None = None,
+    seed: int | None = None,
+    device: torch.device | str = "cpu",
+    obs_norm_state: dict | None = None,
+) -> TransformedEnv:
+    """Builds the batched TorchRL env with its transform chain, seeded.
+
+    Chain (each piece only where the specs need it): ``DoubleToFloat`` for float64 observations;
+    ``CatTensors`` of all keys into ``"observation"`` for dict spaces (the keys stay too);
+    ``ObservationNorm`` when ``env_cfg.normalize_obs`` (statistics from ``obs_norm_state`` when
+    resuming or evaluating, else measured on random rollouts); ``StepCounter`` and ``RewardSum``
+    (``episode_reward``) for episode bookkeeping.
+    """
+    one_hot = env_cfg.action_encoding == "one_hot"
+    if env_cfg.backend == "native":
+        native = make_native_vector_env(
+            env_cfg.id,
+            num_envs or env_cfg.num_envs,
+            device=device,
+            max_episode_steps=env_cfg.max_episode_steps,
+            kwargs=env_cfg.kwargs,
+        )
+        base = NativeEnv(native, one_hot_actions=one_hot)
+    else:
+        base = GymVectorEnv(
+            make_vector_env(env_cfg, num_envs or env_cfg.num_envs),
+            device=device,
+            one_hot_actions=one_hot,
+            env_id=env_cfg.id,
+        )
+    transforms = []
+    obs_keys = _observation_keys(base)
+    if obs_keys == ["observation"] and is_image_spec(base.observation_spec["observation"]):
+        return _make_pixel_env(base, env_cfg, seed=seed)
+    doubles = [k for k in obs_keys if base.observation_spec[k].dtype == torch.float64]
+    if doubles:
+        transforms.append(DoubleToFloat(in_keys=doubles))
+    if obs_keys != ["observation"]:
+        for key in obs_keys:
+            if len(base.observation_spec[key].shape) != 2:
+                raise UserError(
+                    f"dict observation entry '{key}' has shape {tuple(base.observation_spec[key].shape[1:])}; "
+                    "only flat (vector) entries can be concatenated into one observation"
+                )
+        transforms.append(CatTensors(in_keys=obs_keys, out_key="observation", del_keys=False))
+    env = TransformedEnv(base, Compose(*transforms))
+    if seed is not None:
+        env.set_seed(seed)  # statistics are measured on seeded episodes too
+    if env_cfg.normalize_obs:
+        stats = obs_norm_state or measure_observation_stats(env, env_cfg.obs_norm_frames)
+        env.append_transform(
+            ObservationNorm(
+                loc=stats["loc"].to(device),
+                scale=stats["scale"].to(device),
+                in_keys=["observation"],
+                standard_normal=True,
+            )
+        )
+    env.append_transform(StepCounter())
+    env.append_transform(RewardSum())  # episode_reward: the unscaled return
+    if env_cfg.reward_scale != 1.0:
+        env.append_transform(RewardScaling(loc=0.0, scale=env_cfg.reward_scale, standard_normal=False))
+    if seed is not None:
+        env.set_seed(seed)  # after measuring statistics: the run starts from the seed's first reset
+    return env
+
+
+def _make_pixel_env(base: GymVectorEnv, env_cfg: EnvConfig, *, seed: int | None) -> TransformedEnv:
+    """Image observations: the frame chain of :mod:`rlpilot.envs.pixels`, then episode bookkeeping."""
+    env = TransformedEnv(base, Compose(*frame_transforms(base.observation_spec["observation"], env_cfg)))
+    stack = frame_stack_transform(env_cfg)
+    if stack is not None:
+        env.append_transform(stack)
+    env.append_transform(StepCounter())
+    env.append_transform(RewardSum())
+    if env_cfg.reward_scale != 1.0:
+        env.append_transform(RewardScaling(loc=0.0, scale=env_cfg.reward_scale, standard_normal=False))
+    if seed is not None:
+        env.set_seed(seed)
+    return env
+
+
+def measure_observation_stats(env: TransformedEnv, frames: int) -> dict:
+    """loc/scale of ``"observation"`` under a random policy, over all envs (episodes reset as they end)."""
+    rollout = env.rollout(max(2, frames // env.batch_size.numel()), break_when_any_done=False)
+    flat = rollout.get("observation").reshape(-1, rollout.get("observation").shape[-1])
+    return {"loc": flat.mean(0), "scale": flat.std(0).clamp_min(1e-4)}
+
+
+def observation_reader(env: TransformedEnv, *, normalize: bool = True) -> Callable[..., torch.Tensor]:
+    """Maps the gymnasium vector env's raw observation to the chain's ``"observation"`` tensor.
+
+    The fast path for :class:`BatchCollector` and evaluation: the same casts, concatenation and
+    ``ObservationNorm`` (its own loc/scale buffers) as the TorchRL chain, without a TensorDict per step.
+    ``normalize=False`` stops before the normalisation: what an exported policy takes as input.
+    Image observations get a :class:`~rlpilot.envs.pixels.FrameReader` (stateful when frames are
+    stacked): callers pass ``reset=mask`` (or ``True``) when ``raw`` comes from a (partial) reset.
+    """
+    base: GymVectorEnv | NativeEnv = env.base_env
+    device = base.device
+    if _observation_keys(base) == ["observation"] and is_image_spec(base.observation_spec["observation"]):
+        stack = next((t for t in env.transform if isinstance(t, CatFrames)), None)
+        frames = [t for t in env.transform if isinstance(t, (ToTensorImage, GrayScale, Resize))]
+        return FrameReader(frames, stack.N if stack is not None else 1, device)
+    keys = [k for k in _observation_keys(base)]
+    norm = next((t for t in env.transform if isinstance(t, ObservationNorm)), None) if normalize else None
+
+    def read(raw, reset=None) -> torch.Tensor:  # reset: which envs were just reset (only frame stacks care)
+        if isinstance(raw, dict):
+            parts = [np.asarray(raw[k]).reshape(base.num_envs, -1) for k in keys]
+            array = np.concatenate(parts, axis=-1)
+        else:
+            array = raw
+        obs = torch.as_tensor(array, device=device)
+        if obs.dtype != torch.float32:
+            obs = obs.to(torch.float32)
+        if norm is not None:
+            obs = (obs - norm.loc) / norm.scale
+        return obs
+
+    return read
+
+
+def obs_norm_state(env: TransformedEnv) -> dict | None:
+    norm = next((t for t in env.transform if isinstance(t, ObservationNorm)), None)
+    if norm is None:
+        return None
+    return {"loc": norm.loc.detach().cpu(), "scale": norm.scale.detach().cpu()}
+
+
+def to_numpy(value) -> np.ndarray:
+    """A gymnasium (numpy) or native (tensor, any device) batch value as a numpy array."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
