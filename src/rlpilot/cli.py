@@ -15,6 +15,8 @@ import threading
 from typing import NoReturn
 
 from rlpilot.errors import UserError
+from rlpilot.redact import redact
+from rlpilot.trust import allow_code, require_trust
 from rlpilot.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
 
 EXIT_BAD_INPUT = 2
@@ -152,6 +154,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             from rlpilot.registry import resolve_multiagent_env
 
             resolve_multiagent_env(config.env.id, config.env.backend)
+    if args.resume:
+        require_trust(args.resume, trusted=args.trust_code, verb="train --resume")
     import_torchrl()
     from rlpilot.loop.trainer import resume, train
 
@@ -301,6 +305,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return 0
     if args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
+    require_trust(args.target, trusted=args.trust_code, verb="eval")
+    allow_code(args.trust_code)
     import_torchrl()  # before rlpilot.multiagent.play, which imports TorchRL
     from rlpilot.multiagent.play import is_group_target
 
@@ -362,6 +368,7 @@ def _eval_group(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    require_trust(args.run, trusted=args.trust_code, verb="export")
     from rlpilot.export import export_run
     from rlpilot.play.write import ExportFailed
 
@@ -397,9 +404,16 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_ERROR_CHARS = 300
+
+
 def _one_line(message: str) -> str:
-    """An error is one line even when it quotes input with line breaks (shown escaped)."""
-    return "\\n".join(message.strip().splitlines())  # every line boundary str.splitlines knows
+    """An error is one readable line even when it quotes input with line breaks (shown escaped), a huge
+    value (cut at ``MAX_ERROR_CHARS`` with an ellipsis) or a URL with a password (hidden)."""
+    if len(message) > 50 * MAX_ERROR_CHARS:  # a multi-megabyte message: no need to scan all of it
+        message = message[: 50 * MAX_ERROR_CHARS]
+    line = redact("\\n".join(message.strip().splitlines()))  # every line boundary str.splitlines knows
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
 
 
 class _Parser(argparse.ArgumentParser):
@@ -456,6 +470,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue RUN from its last checkpoint (same config and curve; from frame 0 if killed before its first)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="with --resume: the run's env names a Python module (module:Class) and you trust the run: import it",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="a status line every train.milestone_every_frames")
     p.set_defaults(func=_cmd_train)
 
@@ -480,6 +499,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend", help="env backend for these episodes (default: the run's env.backend): auto, numpy, sync, native"
     )
+    p.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="you trust this run or artifact: import the Python module its env names (module:Class), load TorchScript",
+    )
     p.set_defaults(func=_cmd_eval)
 
     p = verbs.add_parser("export", help="export the greedy policy (onnx, pt2, torchscript), parity-checked")
@@ -488,6 +512,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default RUN/export)")
     p.add_argument("--seed", type=int, default=0, help="seed of the parity rollouts")
     p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
+    p.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="you trust this run: import the Python module its env names (module:Class)",
+    )
     p.set_defaults(func=_cmd_export)
 
     p = verbs.add_parser("sweep", help="a preset over a grid x seeds, several runs at once; a results table")

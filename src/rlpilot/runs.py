@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpilot.config import Config, load_config
+from rlpilot.redact import redact_command
 from rlpilot.errors import RunWriteError, UserError
 
 LOCK_FILE = ".lock"
@@ -293,7 +294,7 @@ class Run:
             run.write_meta(
                 {
                     "status": "running",
-                    "command": " ".join(sys.argv),
+                    "command": redact_command(sys.argv),
                     "versions": versions(),
                     "git_revision": git_revision(),
                     "seed": config.train.seed,
