@@ -16,8 +16,8 @@ from typing import NoReturn
 
 from rlpilot.errors import UserError
 from rlpilot.redact import redact
-from rlpilot.trust import allow_code, require_trust
 from rlpilot.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
+from rlpilot.trust import allow_code, require_trust
 
 EXIT_BAD_INPUT = 2
 DESCRIPTION = (
@@ -91,8 +91,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_group(env_cfg, args: argparse.Namespace) -> int:
-    from rlpilot.registry import resolve_multiagent_env
+    from rlpilot.registry import env_kwargs_problem, resolve_multiagent_env
 
+    if problem := env_kwargs_problem(env_cfg.id, env_cfg.kwargs):  # N=1000 agents: one line, not minutes
+        raise UserError(problem)
     resolve_multiagent_env(env_cfg.id)  # a typo'd module or a missing extra: one line, before torch
     if args.episodes is not None and args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
@@ -409,11 +411,15 @@ MAX_ERROR_CHARS = 300
 
 def _one_line(message: str) -> str:
     """An error is one readable line even when it quotes input with line breaks (shown escaped), a huge
-    value (cut at ``MAX_ERROR_CHARS`` with an ellipsis) or a URL with a password (hidden)."""
+    value (cut to ``MAX_ERROR_CHARS``: its start and its end, which says how to fix it) or a URL with a
+    password (hidden)."""
     if len(message) > 50 * MAX_ERROR_CHARS:  # a multi-megabyte message: no need to scan all of it
         message = message[: 50 * MAX_ERROR_CHARS]
     line = redact("\\n".join(message.strip().splitlines()))  # every line boundary str.splitlines knows
-    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
+    if len(line) <= MAX_ERROR_CHARS:
+        return line
+    tail = MAX_ERROR_CHARS // 3  # the end usually says how to fix it: kept
+    return line[: MAX_ERROR_CHARS - tail - 5] + " ... " + line[-tail:]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -593,9 +599,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"rlpilot: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("rlpilot: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a signal during a run's start-up (rlpilot.stopping.Interrupted)
+        name = getattr(exc, "signal", "SIGINT")
+        print(f"rlpilot: interrupted ({name})", file=sys.stderr)
+        return 143 if name == "SIGTERM" else 130
     except BrokenPipeError:  # `rlpilot eval RUN | head -1`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from rlpilot.config import Config, load_config
-from rlpilot.redact import redact_command
 from rlpilot.errors import RunWriteError, UserError
+from rlpilot.redact import redact_command
 
 LOCK_FILE = ".lock"
 PACKAGES = ("rlpilot", "torch", "torchrl", "tensordict", "gymnasium", "numpy")

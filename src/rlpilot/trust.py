@@ -41,7 +41,8 @@ def _artifact_signature(path: Path) -> dict | None:
 
 def target_code(target: str | Path) -> str | None:
     """What running ``target`` (a run directory or an artifact) would execute, as the end of a sentence
-    starting "it", or None when it is data only. A damaged run or signature gives None: loading it says what is wrong."""
+    starting "it", or None when it is data only. A damaged run or signature gives None: loading it says
+    what is wrong, in one line."""
     path = Path(target)
     env_id, where = None, ""
     if path.is_dir() and (path / "config.yaml").is_file():
@@ -57,13 +58,13 @@ def target_code(target: str | Path) -> str | None:
         if signature is None:
             return None
         if signature.get("format") == "torchscript":
-            return "is a TorchScript program (code that torch compiles and runs)"
+            return "is a TorchScript program, code that torch compiles and runs"
         env = signature.get("env")
         env_id = env.get("id") if isinstance(env, dict) else None
         where = f" (named in {path.name}.json)"
     if isinstance(env_id, str) and ":" in env_id:
         module = env_id.partition(":")[0]
-        return f"builds env '{env_id}'{where}: that imports the Python module '{module}', which runs its code"
+        return f"builds env '{env_id}'{where}: importing module '{module}' runs its code"
     return None
 
 
@@ -72,7 +73,4 @@ def require_trust(target: str | Path, *, trusted: bool, verb: str) -> None:
     found = target_code(target)
     if found is None or trusted:
         return
-    raise UserError(
-        f"{verb} {target}: it {found}. A run or artifact runs no code of its own unless you say so: "
-        f"if you trust where it came from, run again with {FLAG} (docs/eval.md)"
-    )
+    raise UserError(f"{verb} {target}: it {found}; if you trust where it came from, add {FLAG} (docs/eval.md)")

@@ -147,8 +147,6 @@ def _check_payload_config(path: Path, data: bytes) -> None:
 
 def checked_pt2(path: Path) -> io.BytesIO:
     """The ``.pt2`` at ``path`` checked (module docstring) and rebuilt in memory for ``torch.export.load``."""
-    import torch
-
     if path.stat().st_size > MAX_ARCHIVE_BYTES:
         raise _refuse(path, f"larger than {MAX_ARCHIVE_BYTES >> 20} MiB")
     try:
@@ -163,12 +161,28 @@ def checked_pt2(path: Path) -> io.BytesIO:
         prefix = prefixes.pop() + "/"
         odd = [name for name in names if not _ARCHIVE_FILES.fullmatch(name[len(prefix) :])]
         if odd:
-            raise _refuse(path, f"it holds {odd[0][len(prefix):][:60]!r}")
+            raise _refuse(path, f"it holds {odd[0][len(prefix) :][:60]!r}")
         if f"{prefix}models/model.json" not in names:
             raise _refuse(path, "no models/model.json")
         if sum(info.file_size for info in archive.infolist()) > 4 * MAX_ARCHIVE_BYTES:
             raise _refuse(path, "it unpacks to more than 2 GiB")
         contents = {name: archive.read(name) for name in names}
+    try:
+        _check_contents(path, contents, prefix)
+    except (AttributeError, TypeError, KeyError, ValueError, RecursionError):  # JSON of another shape
+        raise _refuse(path, "a malformed program or weights config") from None
+    rebuilt = io.BytesIO()
+    with zipfile.ZipFile(rebuilt, "w", zipfile.ZIP_STORED) as out:
+        for name, data in contents.items():
+            out.writestr(name, data)
+    rebuilt.seek(0)
+    return rebuilt
+
+
+def _check_contents(path: Path, contents: dict[str, bytes], prefix: str) -> None:
+    """The members' checks (module docstring); ``models/model.json`` is replaced by its metadata-free copy."""
+    import torch
+
     for config in ("data/weights/model_weights_config.json", "data/constants/model_constants_config.json"):
         if prefix + config in contents:
             _check_payload_config(path, contents[prefix + config])
@@ -186,12 +200,6 @@ def checked_pt2(path: Path) -> io.BytesIO:
         raise _refuse(path, "models/model.json is not a program")
     _check_graph(path, program)
     contents[f"{prefix}models/model.json"] = json.dumps(program).encode()
-    rebuilt = io.BytesIO()
-    with zipfile.ZipFile(rebuilt, "w", zipfile.ZIP_STORED) as out:
-        for name, data in contents.items():
-            out.writestr(name, data)
-    rebuilt.seek(0)
-    return rebuilt
 
 
 def load_pt2(path: Path):
