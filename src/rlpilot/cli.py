@@ -15,7 +15,9 @@ import threading
 from typing import NoReturn
 
 from rlpilot.errors import UserError
+from rlpilot.redact import redact
 from rlpilot.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
+from rlpilot.trust import allow_code, require_trust
 
 EXIT_BAD_INPUT = 2
 DESCRIPTION = (
@@ -78,8 +80,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_group(env_cfg, args: argparse.Namespace) -> int:
-    from rlpilot.registry import resolve_multiagent_env
+    from rlpilot.registry import env_kwargs_problem, resolve_multiagent_env
 
+    if problem := env_kwargs_problem(env_cfg.id, env_cfg.kwargs):  # N=1000 agents: one line, not minutes
+        raise UserError(problem)
     resolve_multiagent_env(env_cfg.id)  # a typo'd module or a missing extra: one line, before torch
     if args.episodes is not None and args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
@@ -141,6 +145,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             from rlpilot.registry import resolve_multiagent_env
 
             resolve_multiagent_env(config.env.id, config.env.backend)
+    if args.resume:
+        require_trust(args.resume, trusted=args.trust_code, verb="train --resume")
     import_torchrl()
     from rlpilot.loop.trainer import resume, train
 
@@ -290,6 +296,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return 0
     if args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
+    require_trust(args.target, trusted=args.trust_code, verb="eval")
+    allow_code(args.trust_code)
     import_torchrl()  # before rlpilot.play.group, which imports TorchRL
     from rlpilot.play.group import is_group_target
 
@@ -352,6 +360,7 @@ def _eval_group(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    require_trust(args.run, trusted=args.trust_code, verb="export")
     from rlpilot.play.export import export_run
     from rlpilot.play.write import ExportFailed
 
@@ -387,9 +396,20 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_ERROR_CHARS = 300
+
+
 def _one_line(message: str) -> str:
-    """An error is one line even when it quotes input with line breaks (shown escaped)."""
-    return "\\n".join(message.strip().splitlines())  # every line boundary str.splitlines knows
+    """An error is one readable line even when it quotes input with line breaks (shown escaped), a huge
+    value (cut to ``MAX_ERROR_CHARS``: its start and its end, which says how to fix it) or a URL with a
+    password (hidden)."""
+    if len(message) > 50 * MAX_ERROR_CHARS:  # a multi-megabyte message: no need to scan all of it
+        message = message[: 50 * MAX_ERROR_CHARS]
+    line = redact("\\n".join(message.strip().splitlines()))  # every line boundary str.splitlines knows
+    if len(line) <= MAX_ERROR_CHARS:
+        return line
+    tail = MAX_ERROR_CHARS // 3  # the end usually says how to fix it: kept
+    return line[: MAX_ERROR_CHARS - tail - 5] + " ... " + line[-tail:]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -446,6 +466,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue RUN from its last checkpoint (same config and curve; from frame 0 if killed before its first)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="with --resume: the run's env names a Python module (module:Class) and you trust the run: import it",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="a status line every train.milestone_every_frames")
     p.set_defaults(func=_cmd_train)
 
@@ -474,6 +499,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend", help="env backend for these episodes (default: the run's env.backend): auto, numpy, sync, native"
     )
+    p.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="you trust this run or artifact: import the Python module its env names (module:Class), load TorchScript",
+    )
     p.set_defaults(func=_cmd_eval)
 
     p = verbs.add_parser("export", help="export the greedy policy (onnx, pt2, torchscript), parity-checked")
@@ -482,6 +512,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default RUN/export)")
     p.add_argument("--seed", type=int, default=0, help="seed of the parity rollouts")
     p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
+    p.add_argument(
+        "--trust-code",
+        action="store_true",
+        help="you trust this run: import the Python module its env names (module:Class)",
+    )
     p.set_defaults(func=_cmd_export)
 
     p = verbs.add_parser("sweep", help="a preset over a grid x seeds, several runs at once; a results table")
@@ -558,9 +593,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"rlpilot: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("rlpilot: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a signal during a run's start-up (rlpilot.stopping.Interrupted)
+        name = getattr(exc, "signal", "SIGINT")
+        print(f"rlpilot: interrupted ({name})", file=sys.stderr)
+        return 143 if name == "SIGTERM" else 130
     except BrokenPipeError:  # `rlpilot eval RUN | head -1`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0

@@ -115,6 +115,23 @@ NATIVE_MULTIAGENT = {"mpe2.simple_spread_v3": "rlpilot.multiagent.spread:SpreadV
 """Multi-agent envs with a batched tensor implementation (``env.backend=native``, the default for them)."""
 
 
+MULTIAGENT_KWARG_BOUNDS = {"mpe2.simple_spread_v3": {"N": (2, 64)}}
+"""Integer env.kwargs rlpilot bounds for the multi-agent envs it implements: (low, high). simple_spread's
+observation grows with N (4 + 6N - 4 numbers an agent) and a step with N^2: N=1000 would take minutes and
+gigabytes before its first frame."""
+
+
+def env_kwargs_problem(env_id: str, kwargs: dict) -> str | None:
+    """What is wrong with ``kwargs`` for ``env_id`` under :data:`MULTIAGENT_KWARG_BOUNDS` (one line), or None."""
+    for name, (low, high) in MULTIAGENT_KWARG_BOUNDS.get(env_id, {}).items():
+        if name not in kwargs:
+            continue
+        value = kwargs[name]
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            return f"env.kwargs.{name} for {env_id} must be an integer within [{low}, {high}] (got {value!r})"
+    return None
+
+
 def is_multiagent_env(env_id: str) -> bool:
     return env_id.startswith(MULTIAGENT_PACKAGES)
 

@@ -34,6 +34,7 @@ from typing import Any
 from rlpilot.config.load import from_dict, load_config
 from rlpilot.config.schema import Config
 from rlpilot.errors import RunWriteError, UserError
+from rlpilot.redact import redact_command
 
 LOCK_FILE = ".lock"
 CHECKPOINT_FORMAT = 2
@@ -296,7 +297,7 @@ class Run:
             run.write_meta(
                 {
                     "status": "running",
-                    "command": " ".join(sys.argv),
+                    "command": redact_command(sys.argv),
                     "versions": versions(),
                     "git_revision": git_revision(),
                     "seed": config.train.seed,

@@ -34,9 +34,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from rlpilot import safe_yaml
 from rlpilot.config.load import field_type, load_config
 from rlpilot.config.schema import solved_threshold
 from rlpilot.errors import UserError
+from rlpilot.redact import redact, redact_url
 from rlpilot.runs import atomic_write, load_run, try_lock
 from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_member, worker_pool
 
@@ -173,7 +175,7 @@ def parse_space(preset: str, params: list[str], space_file: str | None) -> list[
     space: list[Param] = []
     if space_file:
         try:
-            data = yaml.safe_load(Path(space_file).read_text())
+            data = safe_yaml.load(Path(space_file).read_text(), source=f"--space {space_file}")
         except (OSError, yaml.YAMLError) as exc:
             raise UserError(f"--space {space_file}: cannot read it ({str(exc).splitlines()[0]})") from None
         if not isinstance(data, dict) or not data:
@@ -191,15 +193,6 @@ def parse_space(preset: str, params: list[str], space_file: str | None) -> list[
 
 
 # -- storage and study ------------------------------------------------------------------------------
-def _hide_password(url: str) -> str:
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 (not a URL sqlalchemy reads: shown as given, below)
-        return url
-
-
 def open_storage(url: str):
     """Optuna's RDB storage with heartbeats (a dead worker's trial is failed and retried); one line if the
     database cannot be reached or the URL is not one Optuna reads."""
@@ -219,12 +212,12 @@ def open_storage(url: str):
             )
         except ImportError as exc:
             hint = "(PostgreSQL: pip install 'psycopg[binary]')"
-            raise UserError(f"--storage {_hide_password(url)}: {exc} {hint}") from None
+            raise UserError(f"--storage {redact_url(url)}: {exc} {hint}") from None
         except Exception as exc:  # noqa: BLE001 (sqlalchemy's many error types)
             # two workers starting on a fresh database race to create its tables: the loser tries again
             if attempt == 2:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise UserError(f"--storage {_hide_password(url)} cannot be opened: {first[:300]}") from None
+                raise UserError(f"--storage {redact_url(url)} cannot be opened: {redact(first)[:300]}") from None
             time.sleep(1.0 + attempt)
 
 
@@ -281,11 +274,11 @@ def create_study(spec: TuneSpec, out: Path, storage_url: str | None, name: str |
     elif stored != identity:
         differ = [key for key in identity if stored.get(key) != identity[key]]
         raise UserError(
-            f"study '{name}' in {_hide_password(url)} was started with other settings ({', '.join(differ)}); "
+            f"study '{name}' in {redact_url(url)} was started with other settings ({', '.join(differ)}); "
             f"run the same command to continue it, or choose another --out/--study for a new search"
         )
     spec_path = out / SPEC_FILE
-    atomic_write(spec_path, json.dumps({"study": name, "storage": _hide_password(url), **identity}, indent=2) + "\n")
+    atomic_write(spec_path, json.dumps({"study": name, "storage": redact_url(url), **identity}, indent=2) + "\n")
     return Study(spec=spec, out=out, storage_url=url, name=name)
 
 
@@ -735,7 +728,7 @@ def tune(
     optuna_study = study.load()
     already = finished_count(optuna_study)
     print(
-        f"study {study.name}: {already} of {trials} trials done; storage {_hide_password(study.storage_url)}",
+        f"study {study.name}: {already} of {trials} trials done; storage {redact_url(study.storage_url)}",
         flush=True,
     )
     run_workers(study, trials, workers=workers, ray=ray, mlflow_uri=mlflow_uri)

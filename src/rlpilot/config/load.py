@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from rlpilot import registry
+from rlpilot import registry, safe_yaml
 from rlpilot.config.schema import Config, EnvConfig
 from rlpilot.errors import UserError
 
@@ -156,7 +156,7 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
         if key.strip() == "algo":
             raise UserError("--set algo=...: choose the algorithm with a preset or `rlpilot train ALGO ENV`")
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = safe_yaml.load(raw, source=f"--set {key.strip()}") if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
         if isinstance(value, str) and _looks_numeric(value):
@@ -184,7 +184,7 @@ def load_preset_data(name: str) -> dict:
 
 def _parse_yaml(text: str, *, source: str) -> dict:
     try:
-        data = yaml.safe_load(text) or {}
+        data = safe_yaml.load(text, source=source) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""

@@ -179,8 +179,9 @@ class ModelConfig:
 class PPOConfig:
     steps_per_env: int = positive(32)
     """Steps collected per env before each update; frames per batch = this x ``env.num_envs``."""
-    epochs: int = positive(10)
-    """Passes over each batch. High values squeeze more learning out of each frame."""
+    epochs: int = between(10, 1, 1000)
+    """Passes over each batch. High values squeeze more learning out of each frame (at most 1,000: past
+    a few dozen the policy leaves the clip region and stops learning from the batch)."""
     minibatch_size: int = positive(256)
     """Transitions per gradient step, drawn without replacement within each epoch."""
     lr: float = positive(3e-4)
@@ -314,8 +315,9 @@ class DQNConfig:
     """Adam learning rate (constant)."""
     gamma: float = fraction(0.99)
     """Discount per step."""
-    updates_per_frame: float = positive(0.5)
-    """Gradient steps per collected frame (update-to-data ratio); RL Zoo's CartPole setting is 128 per 256."""
+    updates_per_frame: float = between(0.5, 1e-6, 64.0)
+    """Gradient steps per collected frame (update-to-data ratio); RL Zoo's CartPole setting is 128 per 256.
+    At most 64 (high-UTD methods use up to ~20)."""
     learning_starts: int = at_least(1_000, 0)
     """Frames collected with uniformly random actions before the first update, so early updates do not
     overfit a handful of transitions."""
@@ -384,8 +386,9 @@ class OffPolicyConfig:
     """Env steps each uniform warm-up action is held for (1: a fresh action every step, as SB3). Held actions
     explore further where a task needs one push kept up: on MountainCarContinuous, uniform forces held for 20-50
     steps reach the flag in 28 of 30 episodes, fresh ones every step in none."""
-    updates_per_frame: float = positive(1.0)
-    """Critic gradient steps per collected frame (update-to-data ratio; SB3's train_freq=1, gradient_steps=1)."""
+    updates_per_frame: float = between(1.0, 1e-6, 64.0)
+    """Critic gradient steps per collected frame (update-to-data ratio; SB3's train_freq=1, gradient_steps=1); at
+    most 64 (high-UTD methods use up to ~20)."""
     max_grad_norm: float | None = positive(None)
     """Clip of the global gradient norm over all the algorithm's networks together; ``None``: no clipping
     (as SB3 and the papers); the norm is still logged as ``opt/grad_norm``."""
@@ -459,8 +462,8 @@ class GRPOConfig:
     group, so a group where every response scores the same teaches nothing."""
     lr: float = positive(0.001)
     """Adam learning rate of the policy (constant)."""
-    epochs: int = positive(2)
-    """Gradient steps on each sampled batch (the clip keeps later ones near the sampling policy)."""
+    epochs: int = between(2, 1, 1000)
+    """Gradient steps on each sampled batch (the clip keeps later ones near the sampling policy); at most 1,000."""
     clip_epsilon: float = positive(0.2)
     """Clip of the per-token importance ratio, as in PPO."""
     kl_coef: float = at_least(0.02, 0.0)
@@ -585,6 +588,8 @@ class Config:
                 f"{self.algo} trains a group of agents: env.id must be a PettingZoo env module such as "
                 f"mpe2.simple_spread_v3 (got '{self.env.id}')"
             )
+        if self.kind == "multiagent" and (problem := registry.env_kwargs_problem(self.env.id, self.env.kwargs)):
+            problems.append(problem)
         if self.kind == "multiagent" and self.env.backend not in ("auto", "native", "pettingzoo", "vmas"):
             problems.append(
                 f"env.backend for a multi-agent env: auto, native, pettingzoo or vmas (got {self.env.backend})"

@@ -22,6 +22,7 @@ import warnings
 
 import torch
 
+from rlpilot import stopping
 from rlpilot.config.schema import Config
 from rlpilot.guard import Guard
 from rlpilot.llm import require_transformers
@@ -203,6 +204,8 @@ class GRPOLearner:
                     loss = loss + extra
             grad_norm = self.guard.step(self.optimizer, params, loss, grpo.max_grad_norm, self.updates)
             self.updates += 1
+            if stopping.requested():  # SIGINT/SIGTERM: the loop checkpoints and stops after this step
+                break
         metrics = {
             "train/loss": float(loss.detach()),
             "train/loss_objective": float(out.loss_objective.detach()),

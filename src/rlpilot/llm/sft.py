@@ -11,6 +11,7 @@ import random
 
 import torch
 
+from rlpilot import stopping
 from rlpilot.llm.tasks import Task
 
 
@@ -39,6 +40,8 @@ def sft_warmup(model, tokenizer, task: Task, *, steps: int, lr: float, batch_siz
     rng = random.Random(seed)
     losses = []
     for _ in range(steps):
+        if stopping.requested():  # SIGINT/SIGTERM during the warm-up: training stops before its first batch
+            break
         prompts = rng.choices(task.train_prompts, k=batch_size)
         batch = sft_batch(tokenizer, prompts, [task.sft_example(p) for p in prompts], device)
         loss = model(**batch).loss

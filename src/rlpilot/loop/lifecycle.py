@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from rlpilot import stopping
 from rlpilot.config.schema import Config
 from rlpilot.loop.monitor import Progress
 from rlpilot.runs import CHECKPOINT_FORMAT, Run
@@ -76,16 +77,24 @@ def checkpoint(config: Config, trainable, progress: Progress) -> dict:
 
 
 class StopFlag:
-    requested: str | None = None
+    @property
+    def requested(self) -> str | None:
+        return stopping.requested()
 
 
 @contextmanager
-def stop_on_signals():
-    """SIGINT/SIGTERM finish the current step, then the loop writes a checkpoint and returns."""
+def stop_on_signals(*, immediate: bool = False):
+    """SIGINT/SIGTERM are recorded (:mod:`rlpilot.stopping`): the step in progress ends at its next gradient
+    step, then the loop writes a checkpoint and returns. ``immediate`` (start-up: the run directory is being
+    created, envs and networks built): the signal also raises :class:`rlpilot.stopping.Interrupted` at once,
+    so a slow env constructor is cut short and nothing is left "running"."""
     flag = StopFlag()
 
     def handler(signum, frame):
-        flag.requested = signal.Signals(signum).name
+        name = signal.Signals(signum).name
+        stopping.request(name)
+        if immediate:
+            raise stopping.Interrupted(name)
 
     previous = {}
     try:
@@ -98,6 +107,24 @@ def stop_on_signals():
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextmanager
+def notice_if_slow(line: str, *, after_s: float = 2.0, show: bool = True):
+    """Prints ``line`` (to stderr) once if the block is still running after ``after_s`` seconds: a slow env
+    start-up shows what it is waiting for instead of nothing."""
+    import sys
+    import threading
+
+    timer = threading.Timer(after_s, lambda: print(line, file=sys.stderr, flush=True)) if show else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def budget_spent(config: Config, frames: int, start: float) -> tuple[bool, bool]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlpilot import registry
+from rlpilot import registry, stopping
 from rlpilot.config.schema import Config, resolve_device, solved_threshold
 from rlpilot.errors import StopRun, UserError
 from rlpilot.loop import curve_helper, lifecycle
@@ -36,15 +36,18 @@ def train(
     config.validate()
     if config.kind == "control":  # envs and buffers that cannot fit are refused before anything is allocated
         lifecycle.check_memory(config)
-    run = Run.create(config, root=run_root, path=run_dir)  # holds the run's lock until the end
-    try:
-        return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose)
-    except BaseException:
-        if not (run.checkpoint_dir / "last.pt").exists():  # failed before its first checkpoint: leave nothing
-            shutil.rmtree(run.path, ignore_errors=True)
-        raise
-    finally:
-        run.unlock()
+    stopping.clear()
+    # signals handled before the run directory exists: one during start-up stops it at once (nothing kept)
+    with lifecycle.stop_on_signals(immediate=True):
+        run = Run.create(config, root=run_root, path=run_dir)  # holds the run's lock until the end
+        try:
+            return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose)
+        except BaseException:
+            if not (run.checkpoint_dir / "last.pt").exists():  # failed before its first checkpoint: leave nothing
+                shutil.rmtree(run.path, ignore_errors=True)
+            raise
+        finally:
+            run.unlock()
 
 
 def resume(
@@ -53,32 +56,38 @@ def resume(
     """Continues a run from ``checkpoints/last.pt``: same config, same curve (rows after the checkpoint
     are dropped from ``metrics.csv``, since those frames are collected again). A run killed before its first
     checkpoint starts again from frame 0 (:func:`_forget_killed_attempt`)."""
-    run = load_run(path)
-    run.lock()  # a second writer is refused here, before anything is read or written
-    try:
-        config = run.config()
-        status = run.meta().get("status")
-        killed_early = status == "running" and not (run.checkpoint_dir / "last.pt").exists()
-        saved = None if killed_early else run.load_checkpoint("last")
-        if saved is not None:
-            check_compatible(saved, config, run)
-        run.check_readable()  # a damaged meta.json, metrics.csv or events.jsonl: refused, nothing is written
-        if saved is not None:
-            budget_left = (total_frames or config.train.total_frames) > saved["frames"]
-            if status == "finished" and not budget_left or status == "solved" and total_frames is None:
-                raise UserError(
-                    f"{run.path} already ended ({status} at {saved['frames']:,} frames): nothing to "
-                    "resume; add --frames N to extend its budget"
-                )
-        if total_frames is not None:
-            config.train.total_frames = total_frames
-            config.validate()
-            run.save_config(config)
-        if saved is None:
-            _forget_killed_attempt(run, config)
-        return _train(config, run, checkpoint=saved, show_progress=show_progress, verbose=verbose)
-    finally:
-        run.unlock()
+    stopping.clear()
+    with lifecycle.stop_on_signals(immediate=True):  # a signal while loading and building stops it at once
+        run = load_run(path)
+        run.lock()  # a second writer is refused here, before anything is read or written
+        try:
+            return _resume(run, total_frames, show_progress=show_progress, verbose=verbose)
+        finally:
+            run.unlock()
+
+
+def _resume(run: Run, total_frames: int | None, *, show_progress: bool, verbose: bool) -> Run:
+    config = run.config()
+    status = run.meta().get("status")
+    killed_early = status == "running" and not (run.checkpoint_dir / "last.pt").exists()
+    saved = None if killed_early else run.load_checkpoint("last")
+    if saved is not None:
+        check_compatible(saved, config, run)
+    run.check_readable()  # a damaged meta.json, metrics.csv or events.jsonl: refused, nothing is written
+    if saved is not None:
+        budget_left = (total_frames or config.train.total_frames) > saved["frames"]
+        if status == "finished" and not budget_left or status == "solved" and total_frames is None:
+            raise UserError(
+                f"{run.path} already ended ({status} at {saved['frames']:,} frames): nothing to "
+                "resume; add --frames N to extend its budget"
+            )
+    if total_frames is not None:
+        config.train.total_frames = total_frames
+        config.validate()
+        run.save_config(config)
+    if saved is None:
+        _forget_killed_attempt(run, config)
+    return _train(config, run, checkpoint=saved, show_progress=show_progress, verbose=verbose)
 
 
 def _forget_killed_attempt(run: Run, config: Config) -> None:
@@ -128,9 +137,13 @@ def _build_and_run(
     seed = config.train.seed + lifecycle.RESUME_SEED_STRIDE * resumes
     lifecycle.seed_everything(seed)
     build = registry.trainable_builder(config.algo)
-    trainable = build(
-        config, device=device, seed=seed, state=checkpoint["state"] if checkpoint else None, event=run.event
-    )
+    with lifecycle.notice_if_slow(f"building {config.subject} ... (Ctrl-C stops it)", show=show_progress or verbose):
+        trainable = build(
+            config, device=device, seed=seed, state=checkpoint["state"] if checkpoint else None, event=run.event
+        )
+    if stopping.requested():  # a signal the env's constructor caught (and carried on after): stop now
+        trainable.close()
+        raise stopping.Interrupted(stopping.requested())
     if checkpoint:
         torch.set_rng_state(checkpoint["torch_rng"])
         run.truncate_metrics(after_frames=progress.frames)

@@ -58,6 +58,8 @@ def env_kwargs(env_cfg: EnvConfig) -> dict:
 
 def make_vector(env_cfg: EnvConfig, num_envs: int, *, seed: int, device: torch.device | str = "cpu"):
     """``num_envs`` copies of ``env_cfg.id`` behind the batched API, reset with ``seed``."""
+    if problem := registry.env_kwargs_problem(env_cfg.id, env_cfg.kwargs):  # check ENV and artifacts too
+        raise UserError(problem)
     module = registry.resolve_multiagent_env(env_cfg.id, backend(env_cfg))
     kwargs = env_kwargs(env_cfg)
     try:

@@ -20,10 +20,13 @@ def is_llm_run(target: str | Path) -> bool:
         return False
     import yaml
 
+    from rlpilot import safe_yaml
+
     try:
-        return (yaml.safe_load(config.read_text()) or {}).get("algo") == "grpo"
-    except yaml.YAMLError:
-        return False
+        data = safe_yaml.load(config.read_text(), source=str(config))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False  # not readable here: loading the run says why, in one line
+    return isinstance(data, dict) and data.get("algo") == "grpo"
 
 
 def eval_llm_run(target: str | Path, *, checkpoint: str = "last", csv_path: str | Path | None = None) -> str:

@@ -15,7 +15,9 @@ from torchrl.envs import TransformedEnv
 from rlpilot.control.algos import Algorithm, build
 from rlpilot.envs.make import make_env
 from rlpilot.errors import UserError
+from rlpilot.play.safe_artifact import load_pt2
 from rlpilot.runs import Run, check_compatible, load_run
+from rlpilot.trust import code_allowed, require_trust
 
 
 @dataclass
@@ -80,8 +82,10 @@ class StatefulArtifact:
         return action
 
 
-def load_artifact(path: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray], dict]:
-    """The artifact as a numpy function, and its signature. onnx runs on onnxruntime (no torch needed).
+def load_artifact(path: str | Path, *, trusted: bool | None = None) -> tuple[Callable[[np.ndarray], np.ndarray], dict]:
+    """The artifact as a numpy function, and its signature. onnx runs on onnxruntime (no torch needed); a
+    ``.pt2`` is checked as data before torch reads it, and never unpickles (:mod:`rlpilot.play.safe_artifact`);
+    TorchScript, a program, loads only when ``trusted`` (default: the command line's ``--trust-code``).
     An artifact with state (its signature's ``state``) comes as a :class:`StatefulArtifact`.
     A damaged signature or artifact is a :class:`UserError` naming the file."""
     path = Path(path)
@@ -103,13 +107,20 @@ def load_artifact(path: str | Path) -> tuple[Callable[[np.ndarray], np.ndarray],
                 return tuple(outputs) if state_size else outputs[0]
 
         else:
-            module = torch.export.load(str(path)).module() if fmt == "pt2" else torch.jit.load(str(path))
+            if fmt == "pt2":
+                module = load_pt2(path)
+            else:
+                if not (code_allowed() if trusted is None else trusted):
+                    require_trust(path, trusted=False, verb="loading")
+                module = torch.jit.load(str(path))
 
             def run(*arrays: np.ndarray):
                 with torch.inference_mode():
                     outputs = module(*(torch.as_tensor(np.asarray(a, np.float32)) for a in arrays))
                 return tuple(o.numpy() for o in outputs) if state_size else outputs.numpy()
 
+    except UserError:
+        raise
     except ImportError:
         raise UserError(f"{path}: running an onnx policy needs onnxruntime: pip install 'rlpilot[export]'") from None
     except Exception as exc:  # truncated, overwritten, or another kind of file under the artifact's name

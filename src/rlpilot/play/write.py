@@ -90,7 +90,7 @@ def write_checked(
         artifact = staging / FORMATS[fmt]
         write_artifact(module, fmt, tuple(x[:4].clone() for x in inputs), artifact)
         (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
-        run_exported, _ = load_artifact(artifact)
+        run_exported, _ = load_artifact(artifact, trusted=True)  # the file this process just wrote
         raw = getattr(run_exported, "raw", None)  # a stateful artifact: the pure (observation, state) function
         exported = _as_tuple(raw(*(x.numpy() for x in inputs)) if raw else run_exported(observations.numpy()))
         exported = tuple(torch.as_tensor(x) for x in exported)

@@ -23,6 +23,7 @@ from torch import nn
 from torchrl.data import LazyTensorStorage, PrioritizedSampler, RandomSampler, TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
+from rlpilot import stopping
 from rlpilot.config.schema import Config, DQNConfig
 from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import GreedyActor, action_kind, network
@@ -87,10 +88,13 @@ class DQN:
             self.sampler.beta = cfg.beta_init + (1.0 - cfg.beta_init) * progress
         updates = cfg.updates_per_batch(self.config.frames_per_batch)
         sums = torch.zeros(4, device=self.device)
-        skipped = 0
+        skipped = steps = 0
         for group in self.optimizer.param_groups:
             group["lr"] = cfg.lr * self.guard.lr_scale
         for sample in self._samples(updates):
+            if stopping.requested():  # SIGINT/SIGTERM: end the phase here; the loop checkpoints and stops
+                break
+            steps += 1
             out = dqn_loss(self.q_net, self.target_net, sample, cfg)
             self.updates += 1
             grad_norm = self.guard.step(self.optimizer, self.parameters, out["loss"], cfg.max_grad_norm, self.updates)
@@ -102,7 +106,7 @@ class DQN:
                 self.buffer.update_tensordict_priority(sample)
             self._update_target()
             sums += torch.stack([out["loss"].detach(), out["q_mean"], out["td_error"].mean(), grad_norm])
-        loss, q_mean, td_error, grad_norm = (sums / max(1, updates - skipped)).tolist()
+        loss, q_mean, td_error, grad_norm = (sums / max(1, steps - skipped)).tolist()
         metrics.update(
             {
                 "loss/td": loss,

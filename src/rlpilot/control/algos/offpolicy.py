@@ -17,6 +17,7 @@ from torch import nn
 from torchrl.data import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
+from rlpilot import stopping
 from rlpilot.config.schema import Config, ModelConfig, SACConfig, TD3Config
 from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import action_kind, mlp, observation_size
@@ -158,6 +159,8 @@ class OffPolicyContinuous(ABC):
         counts: dict[str, int] = {"action/at_bound": 1}
         skipped = 0
         for sample in self.replay.minibatches(cfg.batch_size, updates):
+            if stopping.requested():  # SIGINT/SIGTERM: end the phase here; the loop checkpoints and stops
+                break
             self.updates += 1
             loss, stats = self.losses(sample)
             grad_norm = self.guard.step(self.optimizer, self.parameters, loss, max_grad_norm, self.updates)

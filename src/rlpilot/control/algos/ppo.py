@@ -26,6 +26,7 @@ from torchrl.envs import EnvBase
 from torchrl.modules import TanhNormal
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
+from rlpilot import stopping
 from rlpilot.config.schema import Config, PPOConfig
 from rlpilot.control.models import GaussianHead, GreedyActor, action_kind, actor_out_gain, network
 from rlpilot.guard import Guard
@@ -146,13 +147,18 @@ class PPO:
         # plain tensors: indexing a TensorDict per minibatch cost ~0.3 ms of a ~1.5 ms update
         columns = {key: flat.get(key) for key in MINIBATCH_KEYS}
         sums = torch.zeros(len(STEP_METRICS), device=self.device)
-        skipped = 0
+        skipped = steps = 0
         for _ in range(cfg.epochs):
+            if stopping.requested():  # SIGINT/SIGTERM: end the update here; the loop checkpoints and stops
+                break
             if cfg.minibatch_replacement:
                 order = torch.randint(flat.shape[0], (flat.shape[0],), device=self.device)
             else:
                 order = torch.randperm(flat.shape[0], device=self.device)
             for index in order[: n_minibatches * size].view(n_minibatches, size):
+                if stopping.requested():
+                    break
+                steps += 1
                 lr, clip = self.lr(), self.clip_epsilon()
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
@@ -164,7 +170,7 @@ class PPO:
                     skipped += 1
                     continue
                 sums += torch.stack([out[key].detach() for key in STEP_METRICS[:-1]] + [grad_norm])
-        means = (sums / max(1, cfg.epochs * n_minibatches - skipped)).tolist()
+        means = (sums / max(1, steps - skipped)).tolist()
         metrics = dict(zip(STEP_METRIC_NAMES, means))
         metrics["opt/lr"] = lr
         if skipped:

@@ -1,0 +1,76 @@
+"""Who said code may run: a run or an artifact someone sent you runs none of its code unless you say so.
+
+Two things in a run directory or an exported artifact are code rather than data: an env id naming a Python
+module (``mymod:Env``, imported to build the env: the module runs on import) and a TorchScript program
+(``.ts.pt``: TorchScript source that torch compiles and runs). ``rlpilot eval RUN|ARTIFACT``, ``export RUN``
+and ``train --resume RUN`` build what they read from files, so they refuse both with one line unless the
+command line says ``--trust-code``. Commands where the user names the env on the command line (``train ALGO
+mymod:Env``, ``check mymod:Env``, a preset with ``--set env.id=...``) import it as asked. Reading commands
+(``plot``, ``doctor``) never import anything a run names. Checked here, torch-free, before anything loads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rlpilot.errors import UserError
+
+FLAG = "--trust-code"
+_allowed = False
+
+
+def allow_code(allowed: bool = True) -> None:
+    """The command line said ``--trust-code``: TorchScript artifacts may load in this process."""
+    global _allowed
+    _allowed = allowed
+
+
+def code_allowed() -> bool:
+    return _allowed
+
+
+def _artifact_signature(path: Path) -> dict | None:
+    signature = path.with_name(path.name + ".json")
+    try:
+        data = json.loads(signature.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None  # loading the artifact says what is wrong, in one line
+    return data if isinstance(data, dict) else None
+
+
+def target_code(target: str | Path) -> str | None:
+    """What running ``target`` (a run directory or an artifact) would execute, as the end of a sentence
+    starting "it", or None when it is data only. A damaged run or signature gives None: loading it says
+    what is wrong, in one line."""
+    path = Path(target)
+    env_id, where = None, ""
+    if path.is_dir() and (path / "config.yaml").is_file():
+        from rlpilot.runs import load_run
+
+        try:
+            env_id = load_run(path).config().env.id
+        except UserError:
+            return None
+        where = " (named in its config.yaml)"
+    elif path.is_file():
+        signature = _artifact_signature(path)
+        if signature is None:
+            return None
+        if signature.get("format") == "torchscript":
+            return "is a TorchScript program, code that torch compiles and runs"
+        env = signature.get("env")
+        env_id = env.get("id") if isinstance(env, dict) else None
+        where = f" (named in {path.name}.json)"
+    if isinstance(env_id, str) and ":" in env_id:
+        module = env_id.partition(":")[0]
+        return f"builds env '{env_id}'{where}: importing module '{module}' runs its code"
+    return None
+
+
+def require_trust(target: str | Path, *, trusted: bool, verb: str) -> None:
+    """One line, before anything loads, when ``target`` would run code and the user did not say ``--trust-code``."""
+    found = target_code(target)
+    if found is None or trusted:
+        return
+    raise UserError(f"{verb} {target}: it {found}; if you trust where it came from, add {FLAG} (docs/eval.md)")
