@@ -15,9 +15,9 @@ import threading
 from typing import NoReturn
 
 from rlpilot.errors import UserError
+from rlpilot.play.trust import allow_code, require_trust
 from rlpilot.redact import redact
 from rlpilot.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
-from rlpilot.trust import allow_code, require_trust
 
 EXIT_BAD_INPUT = 2
 DESCRIPTION = (

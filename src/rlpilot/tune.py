@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from rlpilot import safe_yaml
+from rlpilot.config import safe_yaml
 from rlpilot.config.load import field_type, load_config
 from rlpilot.config.schema import solved_threshold
 from rlpilot.errors import UserError

@@ -179,7 +179,7 @@ def test_any_damaged_pt2_loads_or_is_refused(exported, tmp_path_factory, data):
             blob = bytearray(contents[name])
             blob[data.draw(st.integers(0, len(blob) - 1))] ^= data.draw(st.integers(1, 255))
             contents[name] = bytes(blob)
-        elif action == "json" and name.endswith(".json"):
+        elif action == "json" and name.endswith(".json") and name in contents:
             value = data.draw(st.one_of(st.text(max_size=30), st.booleans(), st.integers(), st.none()))
             document = json.loads(contents[name])
             if isinstance(document, dict) and document:

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlpilot import safe_yaml
 from rlpilot.cli import MAX_ERROR_CHARS, main
+from rlpilot.config import safe_yaml
 from rlpilot.errors import UserError
 
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(

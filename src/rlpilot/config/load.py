@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from rlpilot import registry, safe_yaml
+from rlpilot import registry
+from rlpilot.config import safe_yaml
 from rlpilot.config.schema import Config, EnvConfig
 from rlpilot.errors import UserError
 

@@ -20,7 +20,7 @@ def is_llm_run(target: str | Path) -> bool:
         return False
     import yaml
 
-    from rlpilot import safe_yaml
+    from rlpilot.config import safe_yaml
 
     try:
         data = safe_yaml.load(config.read_text(), source=str(config))

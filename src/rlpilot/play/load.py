@@ -16,8 +16,8 @@ from rlpilot.control.algos import Algorithm, build
 from rlpilot.envs.make import make_env
 from rlpilot.errors import UserError
 from rlpilot.play.safe_artifact import load_pt2
+from rlpilot.play.trust import code_allowed, require_trust
 from rlpilot.runs import Run, check_compatible, load_run
-from rlpilot.trust import code_allowed, require_trust
 
 
 @dataclass
