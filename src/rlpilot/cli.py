@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import signal
 import sys
 import threading
 from typing import NoReturn
@@ -138,8 +139,11 @@ def _train_config(args: argparse.Namespace):
 def _cmd_train(args: argparse.Namespace) -> int:
     config = None
     if args.resume:
-        if args.target or args.set or args.seed is not None or args.device or args.run_dir or args.config:
-            raise UserError("--resume RUN continues a run with its own config; only --frames may change the budget")
+        if args.target or args.seed is not None or args.device or args.run_dir or args.config:
+            raise UserError(
+                "--resume RUN continues a run with its own config: no preset, ALGO ENV, --config, --seed, --device "
+                "or --run-dir with it; --frames N and --set train.* (budget, stop rule, intervals) may change"
+            )
     else:
         if not args.target and not args.config:
             raise UserError("rlpilot train needs a preset (rlpilot presets), ALGO ENV, --config FILE or --resume RUN")
@@ -156,7 +160,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from rlpilot.loop.trainer import resume, train
 
     if config is None:
-        run = resume(args.resume, total_frames=args.frames, show_progress=not args.quiet, verbose=args.verbose)
+        run = resume(
+            args.resume,
+            total_frames=args.frames,
+            overrides=args.set,
+            show_progress=not args.quiet,
+            verbose=args.verbose,
+        )
     else:
         run = train(
             config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet, verbose=args.verbose
@@ -180,12 +190,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    import json
-
     from rlpilot.doctor import diagnose
+    from rlpilot.files import dumps
 
     diagnosis = diagnose(args.run)
-    print(json.dumps(diagnosis.to_json(), indent=2) if args.json else diagnosis.render())
+    print(dumps(diagnosis.to_json(), indent=2) if args.json else diagnosis.render())
     return 1 if diagnosis.errors else 0
 
 
@@ -366,7 +375,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from rlpilot.play.write import ExportFailed
 
     try:
-        result = export_run(args.run, args.format, args.out, seed=args.seed, checkpoint=args.checkpoint)
+        result = export_run(
+            args.run, args.format, args.out, seed=args.seed, checkpoint=args.checkpoint, force=args.force
+        )
     except ExportFailed as exc:
         print(f"rlpilot: export failed: {exc}", file=sys.stderr)
         return 1
@@ -453,7 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         metavar="RUN",
-        help="continue RUN from its last checkpoint (same config and curve; from frame 0 if killed before its first)",
+        help="continue RUN from its last checkpoint (same config and curve; from frame 0 if killed before its first); "
+        "--frames and --set train.* may change its budget, stop rule and intervals",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="a status line every train.milestone_every_frames")
@@ -488,6 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default RUN/export)")
     p.add_argument("--seed", type=int, default=0, help="seed of the parity rollouts")
     p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
+    p.add_argument("--force", action="store_true", help="replace another run's export in --out")
     p.set_defaults(func=_cmd_export)
 
     p = verbs.add_parser("sweep", help="a preset over a grid x seeds, several runs at once; a results table")
@@ -555,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        # past a file-size limit (ulimit -f) a write fails with EFBIG (one line) instead of killing the process
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     # TorchRL logs INFO lines (buffer allocation, spec checks) that would interleave our output
     os.environ.setdefault("RL_LOGGING_LEVEL", "DEBUG" if args.debug else "WARNING")
     try:
@@ -570,6 +586,21 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `rlpilot eval RUN | head -1`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
+    except OSError as exc:  # a file of ours could not be read or written: read-only, disk full, a size limit
+        if args.debug:
+            raise
+        print(f"rlpilot: error: {_one_line(_os_error(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _os_error(exc: OSError) -> str:
+    """An OSError as what the user can act on: the file, what the system said, what to do."""
+    where = f" {exc.filename}" if exc.filename else ""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    return (
+        f"cannot read or write{where}: {what}; free disk space, make the folder writable or lift the file-size "
+        "limit (ulimit -f), then run the command again"
+    )
 
 
 def entry() -> NoReturn:

@@ -182,6 +182,14 @@ class BatchCollector:
 
         term, trunc = flags(terminated), flags(truncated)
         reward = flags(rewards)
+        if not self.native and not bool(torch.isfinite(reward).all()):  # once a batch: gymnasium rewards (CPU)
+            envs = (~torch.isfinite(reward)).reshape(self.num_envs, -1).any(-1).nonzero().view(-1).tolist()
+            raise StopRun(
+                f"env '{self.env_id}' returned non-finite rewards (NaN or inf) in env(s) {envs}: nothing can be "
+                f"learned from them; fix the env's reward (rlpilot check {self.env_id} shows it)",
+                cause="nonfinite_reward",
+                envs=envs,
+            )
         if self.reward_scale is not None:  # the chain's RewardScaling, applied once per batch
             reward = reward * self.reward_scale
         data = {
