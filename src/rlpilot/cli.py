@@ -82,9 +82,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
     import_torchrl()
     from rlpilot.check import check_env
 
-    report = check_env(
-        env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame, max_seconds=args.max_seconds
-    )
+    try:
+        report = check_env(
+            env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame, max_seconds=args.max_seconds
+        )
+    except (UserError, OSError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # the env's own code failed while being checked: one line (--debug: the traceback)
+        raise UserError(
+            f"env '{env_cfg.id}' failed during the check: {type(exc).__name__}: {_first_line(exc)} (add --debug "
+            "for the traceback)"
+        ) from exc
     print(report.render())
     return 0 if report.healthy else 1
 
@@ -406,6 +414,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     points = len(data["train_x"]) if data["kind"] == "single" else data["n"]
     print(f"{out} ({'points' if data['kind'] == 'single' else 'runs'}: {points})")
     return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 def _one_line(message: str) -> str:

@@ -4,6 +4,7 @@ before it is kept (staged beside the output folder: a failed export leaves nothi
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ import torch
 from torch import nn
 
 from rlpilot.errors import UserError
-from rlpilot.files import dumps, refuse_links
+from rlpilot.files import atomic_write, dumps, refuse_links
 from rlpilot.play.load import load_artifact, refuse_nonfinite
 
 FORMATS = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.ts.pt"}
@@ -45,8 +46,10 @@ def write_artifact(module: nn.Module, fmt: str, examples: tuple[torch.Tensor, ..
     batch = torch.export.Dim("batch", min=1)
     names = INPUT_NAMES[: len(examples)]
     dynamic = {name: {0: batch} for name in names}
-    if fmt == "pt2":
-        torch.export.save(torch.export.export(module, examples, dynamic_shapes=dynamic), str(path))
+    if fmt == "pt2":  # into memory, then written by Python: torch's C++ writer aborts the process on EFBIG
+        buffer = io.BytesIO()
+        torch.export.save(torch.export.export(module, examples, dynamic_shapes=dynamic), buffer)
+        atomic_write(path, buffer.getvalue())
     elif fmt == "onnx":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -62,7 +65,9 @@ def write_artifact(module: nn.Module, fmt: str, examples: tuple[torch.Tensor, ..
                 verbose=False,
             )
     else:
-        torch.jit.trace(module, examples).save(str(path))
+        buffer = io.BytesIO()
+        torch.jit.save(torch.jit.trace(module, examples), buffer)
+        atomic_write(path, buffer.getvalue())
 
 
 def _as_tuple(value) -> tuple[torch.Tensor, ...]:
