@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_faults import error_line, files
 
 from rlpilot.cli import main
 from rlpilot.config import Config, _all_keys, load_config
 from rlpilot.errors import UserError
 from rlpilot.loop.lifecycle import RESUMABLE, resume_changes
 from rlpilot.runs import load_run
-
-from test_faults import error_line, files
 
 FAST = ["--set", "train.loggers=[]", "--set", "train.eval_episodes=2", "-q"]
 
