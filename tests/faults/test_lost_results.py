@@ -17,7 +17,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_faults import FAST, error_line, files
+from test_faults import FAST, copy_of, error_line, files, train_small
 
 from rlpilot.cli import main
 from rlpilot.errors import RunWriteError, UserError
@@ -29,17 +29,12 @@ from rlpilot.sweep import run_member, sweep_lock
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """A 256-frame PPO run on a 10-step env."""
-    path = tmp_path_factory.mktemp("lost") / "run"
-    args = ["train", "ppo", "envs_for_tests:Steps", "--frames", 256, "--run-dir", path, *FAST]
-    assert main([str(a) for a in args]) == 0
-    return path
+    return train_small(tmp_path_factory, "Steps")
 
 
 @pytest.fixture
 def run(trained, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(trained, copy)
-    return copy
+    return copy_of(trained, tmp_path)
 
 
 def strict_json(text: str):

@@ -7,30 +7,22 @@ from __future__ import annotations
 import errno
 import os
 import resource
-import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_faults import FAST, error_line, files
-
-from rlpilot.cli import main
+from test_faults import FAST, copy_of, error_line, files, train_small
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """A 256-frame PPO run on an env whose render() returns None (its checkpoint ~30 kB)."""
-    path = tmp_path_factory.mktemp("oneline") / "run"
-    args = ["train", "ppo", "envs_for_tests:RenderNone", "--frames", 256, "--run-dir", path, *FAST]
-    assert main([str(a) for a in args]) == 0
-    return path
+    return train_small(tmp_path_factory, "RenderNone")
 
 
 @pytest.fixture
 def run(trained, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(trained, copy)
-    return copy
+    return copy_of(trained, tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,12 @@ extended (``--frames N`` trains on to N); anything else is refused in one line, 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_faults import error_line, files
+from test_faults import copy_of, error_line, files, train_small
 
 from rlpilot.cli import main
 from rlpilot.config import Config, _all_keys, load_config
@@ -24,19 +23,15 @@ FAST = ["--set", "train.loggers=[]", "--set", "train.eval_episodes=2", "-q"]
 @pytest.fixture(scope="module")
 def solved(tmp_path_factory) -> Path:
     """A PPO run on a 10-step env whose threshold (0) every evaluation reaches: solved at its first one (256)."""
-    path = tmp_path_factory.mktemp("solved") / "run"
     sets = ["train.solved_at=0", "train.eval_every_frames=256", "train.checkpoint_every_frames=256"]
-    args = ["train", "ppo", "envs_for_tests:Steps", "--frames", 2048, "--run-dir", path, *FAST]
-    assert main([str(a) for a in args + [x for s in sets for x in ("--set", s)]]) == 0
+    path = train_small(tmp_path_factory, "Steps", 2048, *[x for s in sets for x in ("--set", s)])
     assert load_run(path).status == "solved" and load_run(path).frames < 2048
     return path
 
 
 @pytest.fixture
 def run(solved, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(solved, copy)
-    return copy
+    return copy_of(solved, tmp_path)
 
 
 def test_a_solved_run_extended_with_frames_trains_on_to_them(run, capsys):
