@@ -109,17 +109,24 @@ def checkpoint_frames(run_dir: Path) -> float:
     return float(torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["frames"])
 
 
+def resume_events(run_dir: Path) -> int:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return sum(json.loads(line)["event"] == "resume" for line in lines if line.strip())
+
+
 def startup_signal(run_dir: Path, rng: random.Random) -> dict:
     """A ``train --resume`` that gets SIGTERM or SIGINT 0.5-2 s after it starts: exit 143 or 130 and no
     traceback (the resume after it shows the run is still resumable)."""
     sig = rng.choice([signal.SIGTERM, signal.SIGINT])
     delay = rng.uniform(0.5, 2.0)
+    before = resume_events(run_dir)
     starting = cli("train", "--resume", str(run_dir), "-q")
     time.sleep(delay)
     starting.send_signal(sig)
     _, stderr = starting.communicate(timeout=300)
     status = json.loads((run_dir / "meta.json").read_text())["status"]
     result = {"signal": sig.name, "after_s": round(delay, 2), "startup_exit": starting.returncode, "status": status}
+    result["counted"] = resume_events(run_dir) - before
     assert starting.returncode in (130, 143), (result, stderr[-2000:])
     assert "Traceback" not in stderr, stderr[-2000:]
     return result
@@ -151,7 +158,15 @@ def main() -> None:
         "--fault-every", type=float, nargs=2, default=(120.0, 300.0), metavar=("MIN", "MAX"), help="seconds"
     )
     parser.add_argument("--out", help="result file (stamped; JSON beside it)")
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"comma-separated, injected in this order (default: {','.join(FAULTS)})",
+    )
     args = parser.parse_args()
+    faults = [name.strip() for name in args.faults.split(",") if name.strip()]
+    if unknown := [name for name in faults if name not in FAULTS]:
+        parser.error(f"unknown fault(s) {', '.join(unknown)}; choose from {', '.join(FAULTS)}")
     rng = random.Random(args.seed)
     lines = stamp.header()
     run_dir = Path(tempfile.mkdtemp(prefix="fault-soak-")) / "run"
@@ -173,7 +188,7 @@ def main() -> None:
             raise SystemExit(f"the run exited on its own: {process.stderr.read()[-2000:]}")
         if time.time() < next_fault:
             continue
-        fault = FAULTS[fault_index % len(FAULTS)]
+        fault = faults[fault_index % len(faults)]
         fault_index += 1
         event = {"fault": fault, "minute": round((time.time() - start) / 60, 2), "frames": logged_frames(run_dir)[-1]}
         if fault == "second_writer":
@@ -191,7 +206,7 @@ def main() -> None:
                 assert process.returncode == 143, stderr
             if fault == "startup_signal":  # a resume signalled while it starts (imports, envs, networks)
                 event.update(startup_signal(run_dir, rng))
-                restarts += 1
+                restarts += event["counted"]  # a resume stopped before it recorded itself is no restart
             if fault == "write_error":  # a resume that cannot write its next checkpoint
                 size = (run_dir / "checkpoints" / "last.pt").stat().st_size
                 failing = cli("train", "--resume", str(run_dir), "-q", limit_bytes=size // 2)

@@ -24,8 +24,9 @@ from tensordict import TensorDict
 from torchrl.envs import RewardScaling, TransformedEnv
 
 from rlpilot.envs import observation_reader
+from rlpilot.envs.gym_vector import step_checked
 from rlpilot.envs.native import NativeEnv
-from rlpilot.errors import StopRun, UserError
+from rlpilot.errors import StopRun
 
 TRANSITION_KEYS = (
     "observation",
@@ -118,10 +119,7 @@ class BatchCollector:
         for _ in range(self.steps):
             observation = self.observation
             action, extra = self.act(observation)
-            try:
-                raw, reward, term, trunc, _ = self.vector_env.step(self.env_action(action))
-            except Exception as exc:  # the env's own code failed: say which env and what it raised
-                raise UserError(f"env '{self.env_id}' raised during step: {type(exc).__name__}: {exc}") from exc
+            raw, reward, term, trunc, _ = step_checked(self.vector_env, self.env_id, self.env_action(action))
             next_observation = self.read_observation(raw)
             if self.native:
                 self.observation = next_observation
