@@ -405,7 +405,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from rlpilot.runs import load_run
 
     runs = [load_run(path) for path in args.runs]  # read only: nothing named in a run's config is imported
-    out = Path(args.out) if args.out else (runs[0].curve_path if len(runs) == 1 else Path("curves.png"))
+    if args.out:
+        out = Path(args.out)
+    else:
+        from rlpilot.files import own_file
+
+        out = own_file(runs[0].curve_path) if len(runs) == 1 else Path("curves.png")
     if out.suffix.lower() not in (".png", ".svg"):
         raise UserError(f"--out {out}: choose a .png or .svg file")
     if out.is_dir():

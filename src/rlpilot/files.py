@@ -110,6 +110,13 @@ def refuse_links(root: Path, names: tuple[str, ...]) -> None:
                     raise _link_error(child)
 
 
+def own_file(path: Path) -> Path:
+    """``path``, a file rlpilot names itself (``RUN/eval.csv``, ``RUN/curve.png``): refused when it is a
+    symbolic link, so a default output never writes through a link (into a device, or out of the run)."""
+    refuse_links(Path(path).parent, (Path(path).name,))
+    return Path(path)
+
+
 def finite_or_none(value: Any) -> Any:
     """``value`` with every non-finite float (NaN, inf) replaced by None, through dicts, lists and tuples."""
     if isinstance(value, float):

@@ -287,3 +287,16 @@ def test_arm_kwargs_that_are_not_finite_are_one_line(capsys, tmp_path):
             progress=True,
         )
         assert kwarg.split(":")[0] in line
+
+
+@pytest.mark.parametrize(
+    "name, args", [("eval.csv", ["eval", "{run}", "--episodes", "2"]), ("curve.png", ["plot", "{run}"])]
+)
+def test_default_outputs_in_a_run_never_write_through_a_link(capsys, run, tmp_path, name, args):
+    outside = tmp_path / "outside"
+    outside.write_text("keep")
+    (run / name).unlink(missing_ok=True)
+    (run / name).symlink_to(outside)
+    line = error_line(capsys, [a.replace("{run}", str(run)) for a in args])
+    assert "symbolic link" in line
+    assert outside.read_text() == "keep" and (run / name).is_symlink()

@@ -44,18 +44,31 @@ def test_training_on_nested_dict_observations_is_one_line(capsys, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("env, needle", [("RenderNone", "returned None"), ("RenderFlat", "shape (12,)")])
-def test_a_video_of_an_env_that_renders_no_image_is_one_line(capsys, run, tmp_path, env, needle):
-    (run / "config.yaml").write_text((run / "config.yaml").read_text().replace("RenderNone", env))
-    checkpoint = run / "checkpoints" / "last.pt"
+def swap_env(run: Path, env: str) -> None:
+    """The run's env becomes ``envs_for_tests:<env>`` (same spaces), in its config and its checkpoint."""
     import torch
 
+    (run / "config.yaml").write_text((run / "config.yaml").read_text().replace("RenderNone", env))
+    checkpoint = run / "checkpoints" / "last.pt"
     saved = torch.load(checkpoint, weights_only=True)  # the checkpoint names its env too
     saved["subject"] = saved["subject"].replace("RenderNone", env)
     saved["config"]["env"]["id"] = saved["config"]["env"]["id"].replace("RenderNone", env)
     torch.save(saved, checkpoint)
+
+
+@pytest.mark.parametrize("env, needle", [("RenderNone", "returned None"), ("RenderFlat", "shape (12,)")])
+def test_a_video_of_an_env_that_renders_no_image_is_one_line(capsys, run, tmp_path, env, needle):
+    swap_env(run, env)
     assert needle in error_line(capsys, ["eval", run, "--episodes", 1, "--video", tmp_path / "v.gif"])
     assert not (tmp_path / "v.gif").exists()
+
+
+@pytest.mark.parametrize("env, needle", [("RaisesOnStep", "boom"), ("ShortStepTuple", "step must return")])
+def test_eval_of_an_env_that_breaks_is_one_line(capsys, run, env, needle):
+    swap_env(run, env)
+    line = error_line(capsys, ["eval", run, "--episodes", 2])
+    assert needle in line and f"envs_for_tests:{env}" in line
+    assert not (run / "eval.csv").exists()
 
 
 @contextmanager

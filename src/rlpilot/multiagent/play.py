@@ -20,6 +20,7 @@ import torch
 from rlpilot import registry
 from rlpilot.config import EnvConfig
 from rlpilot.errors import UserError
+from rlpilot.files import own_file
 from rlpilot.loop.lifecycle import check_compatible
 from rlpilot.multiagent.envs import make_vector
 from rlpilot.multiagent.trainable import greedy_episodes
@@ -141,7 +142,7 @@ def evaluate_group(
     env = make_vector(play.env_config, episodes, seed=seed)
     per_agent, task = greedy_episodes(env, play.policy_for(env), seed=seed)
     env.close()
-    csv_path = Path(csv_path) if csv_path is not None else play.default_csv
+    csv_path = Path(csv_path) if csv_path is not None else own_file(play.default_csv)
     header = ["episode", "seed", "return", *(f"return_agent{i}" for i in range(per_agent.shape[1]))]
     rows = [",".join(header)] + [
         ",".join([str(i), str(seed), f"{row.mean():.6g}", *(f"{v:.6g}" for v in row)])

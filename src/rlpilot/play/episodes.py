@@ -18,6 +18,7 @@ from rlpilot.config import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs import make_env, single_observation_space
 from rlpilot.errors import UserError
+from rlpilot.files import own_file
 from rlpilot.play.load import check_signature_fits, load_artifact, load_policy
 from rlpilot.registry import resolve_env
 from rlpilot.runs import atomic_write, load_run
@@ -144,7 +145,7 @@ def evaluate_target(
         result = evaluate(env, target.policy_for(env), episodes=episodes, seed=seed)
     finally:
         env.close()
-    csv_path = Path(csv_path) if csv_path is not None else target.default_csv
+    csv_path = Path(csv_path) if csv_path is not None else own_file(target.default_csv)
     extra = result.per_episode()
     rows = [",".join(["episode", "seed", "return", "length", *extra])] + [
         ",".join([str(i), str(seed + i), f"{ret:.6g}", str(length), *(f"{v[i]:.6g}" for v in extra.values())])
