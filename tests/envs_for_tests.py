@@ -144,22 +144,6 @@ class WrongShapeReset(gym.Env):
         return np.zeros(3, np.float32), 0.0, False, False, {}
 
 
-class MultiBinaryEnv(gym.Env):
-    """A ``MultiBinary`` action space: no rlpilot algorithm acts in it."""
-
-    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
-    action_space = gym.spaces.MultiBinary(3)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(2, np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.zeros(2, np.float32), 0.0, False, self.t >= 10, {}
-
-
 class Steps(gym.Env):
     """2 discrete actions, 2 float observations, 10-step episodes: the base of the faulty envs below."""
 
@@ -181,6 +165,16 @@ class Steps(gym.Env):
 
     def render(self):
         return np.zeros((8, 8, 3), np.uint8)
+
+
+class MultiBinaryEnv(Steps):
+    """A ``MultiBinary`` action space: no rlpilot algorithm acts in it."""
+
+    action_space = gym.spaces.MultiBinary(3)
+
+    def step(self, action):
+        observation, _, terminated, truncated, info = super().step(0)
+        return observation, 0.0, terminated, truncated, info
 
 
 class NaNReward(Steps):
