@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import os
 import signal
 import sys
@@ -610,14 +611,25 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
 
 
+_OS_ADVICE = {
+    errno.ENOSPC: "free disk space",
+    errno.EDQUOT: "free space in your quota",
+    errno.EFBIG: "lift the file-size limit (ulimit -f)",
+    errno.EROFS: "choose a writable folder (or copy the run to one)",
+    errno.EACCES: "make it writable, or choose another folder",
+    errno.EPERM: "make it writable, or choose another folder",
+    errno.EISDIR: "a folder is where a file belongs: move it away",
+    errno.ENOTDIR: "a file is where a folder belongs: move it away",
+    errno.EEXIST: "a file is where a folder belongs: move it away",
+}
+
+
 def _os_error(exc: OSError) -> str:
     """An OSError as what the user can act on: the file, what the system said, what to do."""
     where = f" {exc.filename}" if exc.filename else ""
     what = exc.strerror or str(exc) or type(exc).__name__
-    return (
-        f"cannot read or write{where}: {what}; free disk space, make the folder writable or lift the file-size "
-        "limit (ulimit -f), then run the command again"
-    )
+    advice = _OS_ADVICE.get(exc.errno, "check the path and its permissions")
+    return f"cannot read or write{where}: {what}; {advice}, then run the command again"
 
 
 def entry() -> NoReturn:

@@ -153,3 +153,13 @@ def test_a_read_only_run_directory_is_one_line(capsys, run, monkeypatch, args):
         line = error_line(capsys, [a.replace("{run}", str(run)) for a in args])
     assert "Read-only file system" in line
     assert files(run) == before
+
+
+@pytest.mark.parametrize("verb", [["plot"], ["doctor"], ["train", "--resume"]])
+def test_a_folder_where_a_run_file_belongs_is_one_line(capsys, run, verb):
+    (run / "metrics.csv").unlink()
+    (run / "metrics.csv").mkdir()
+    before = files(run)
+    line = error_line(capsys, [*verb, run])
+    assert "metrics.csv" in line and "Is a directory" in line and "move it away" in line
+    assert files(run) == before
