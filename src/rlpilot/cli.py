@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import errno
 import os
 import signal
@@ -83,19 +84,27 @@ def _cmd_check(args: argparse.Namespace) -> int:
     import_torchrl()
     from rlpilot.check import check_env
 
-    try:
+    with _env_failures(env_cfg.id):
         report = check_env(
             env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame, max_seconds=args.max_seconds
         )
-    except (UserError, OSError, KeyboardInterrupt):
-        raise
-    except Exception as exc:  # the env's own code failed while being checked: one line (--debug: the traceback)
-        raise UserError(
-            f"env '{env_cfg.id}' failed during the check: {type(exc).__name__}: {_first_line(exc)} (add --debug "
-            "for the traceback)"
-        ) from exc
     print(report.render())
     return 0 if report.healthy else 1
+
+
+@contextlib.contextmanager
+def _env_failures(env_id: str):
+    """``check`` runs the env's own code (and a multi-agent library's): what it raises is one line naming the
+    env (``--debug``: the traceback, through the UserError's cause)."""
+    try:
+        yield
+    except (UserError, OSError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        raise UserError(
+            f"env '{env_id}' failed during the check: {type(exc).__name__}: {_first_line(exc)} (add --debug "
+            "for the traceback)"
+        ) from exc
 
 
 def _check_group(env_cfg, args: argparse.Namespace) -> int:
@@ -106,7 +115,8 @@ def _check_group(env_cfg, args: argparse.Namespace) -> int:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
     from rlpilot.multiagent.check import check_group_env
 
-    report = check_group_env(env_cfg, episodes=args.episodes, seed=args.seed)
+    with _env_failures(env_cfg.id):
+        report = check_group_env(env_cfg, episodes=args.episodes, seed=args.seed)
     print(report.render())
     return 0 if report.healthy else 1
 

@@ -163,3 +163,11 @@ def test_a_folder_where_a_run_file_belongs_is_one_line(capsys, run, verb):
     line = error_line(capsys, [*verb, run])
     assert "metrics.csv" in line and "Is a directory" in line and "move it away" in line
     assert files(run) == before
+
+
+@pytest.mark.parametrize("kwargs", ["{local_ratio: .nan}", "{max_cycles: .inf}"])
+def test_check_of_simple_spread_with_kwargs_out_of_range_is_one_line(capsys, kwargs):
+    pytest.importorskip("mpe2")
+    args = ["check", "mpe2.simple_spread_v3", "--episodes", 2, "--set", "env.backend=native", "--set"]
+    line = error_line(capsys, [*args, f"env.kwargs={kwargs}"], progress=True)
+    assert kwargs.strip("{}").split(":")[0] in line
