@@ -216,7 +216,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(value=json_values)
 def test_json_is_strict_whatever_the_numbers(value):
     text = dumps({"value": value})
@@ -235,7 +235,7 @@ numbers = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(name=st.sampled_from(["payload", "friction", "damping", "gain", "obs_noise", "action_delay"]), spec=numbers)
 def test_arm_disturbances_are_finite_and_in_range_or_refused(name, spec):
     from rlpilot.arm import LIMITS, _value
