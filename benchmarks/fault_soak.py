@@ -8,7 +8,13 @@ disabled. Every 2-5 minutes (seeded) one fault, in turn:
 - ``sigterm``: SIGTERM (must exit 143, status ``interrupted``), then resume;
 - ``write_error``: the running process is replaced by a resume whose file-size limit (``RLIMIT_FSIZE``) is
   below the next checkpoint's size, so a checkpoint write fails (EFBIG) mid-run; then a normal resume;
-- ``second_writer``: a second ``train --resume`` while the run trains: must be refused (exit 2, one line).
+- ``second_writer``: a second ``train --resume`` while the run trains: must be refused (exit 2, one line);
+- ``startup_signal``: SIGTERM, then a ``train --resume`` that gets SIGTERM or SIGINT (seeded) 0.5-2 s after it
+  starts, while it imports and builds: it must end cleanly (exit 143 or 130, no traceback) and stay resumable
+  (the normal resume that follows must train on);
+- ``second_sweep``: a small ``rlpilot sweep`` in a folder of its own, and a second sweep on the same folder once
+  the first has a member: the second must be refused (exit 2, one line), the first must finish (exit 0) with
+  its member's config.yaml, meta.json and checkpoint intact.
 
 At the end: frames in metrics.csv strictly increasing (no duplicated row), every restart accounted for by a
 ``resume`` event and ``meta.json``'s ``resumes``, resident memory of each process after its warm-up
@@ -36,7 +42,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import stamp  # noqa: E402
 
-FAULTS = ("sigkill", "sigterm", "write_error", "second_writer")
+FAULTS = ("sigkill", "sigterm", "write_error", "second_writer", "startup_signal", "second_sweep")
+SWEEP = ["ppo-cartpole", "--seeds", "1", "--workers", "1", "--set", "train.total_frames=16384"]
+SWEEP += ["--set", "train.stop_when_solved=false", "--set", "train.loggers=[]"]
 SETTINGS = [
     "env.num_envs=8",
     "train.stop_when_solved=false",
@@ -101,6 +109,47 @@ def checkpoint_frames(run_dir: Path) -> float:
     return float(torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["frames"])
 
 
+def resume_events(run_dir: Path) -> int:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return sum(json.loads(line)["event"] == "resume" for line in lines if line.strip())
+
+
+def startup_signal(run_dir: Path, rng: random.Random) -> dict:
+    """A ``train --resume`` that gets SIGTERM or SIGINT 0.5-2 s after it starts: exit 143 or 130 and no
+    traceback (the resume after it shows the run is still resumable)."""
+    sig = rng.choice([signal.SIGTERM, signal.SIGINT])
+    delay = rng.uniform(0.5, 2.0)
+    before = resume_events(run_dir)
+    starting = cli("train", "--resume", str(run_dir), "-q")
+    time.sleep(delay)
+    starting.send_signal(sig)
+    _, stderr = starting.communicate(timeout=300)
+    status = json.loads((run_dir / "meta.json").read_text())["status"]
+    result = {"signal": sig.name, "after_s": round(delay, 2), "startup_exit": starting.returncode, "status": status}
+    result["counted"] = resume_events(run_dir) - before
+    assert starting.returncode in (130, 143), (result, stderr[-2000:])
+    assert "Traceback" not in stderr, stderr[-2000:]
+    return result
+
+
+def second_sweep(out: Path) -> dict:
+    """Two sweeps on ``out``: the second is refused in one line while the first trains; the first finishes
+    with its member intact."""
+    first = cli("sweep", *SWEEP, "--out", str(out))
+    member = out / "default" / "s0"
+    deadline = time.time() + 180
+    while not (member / "meta.json").exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    second = cli("sweep", *SWEEP, "--out", str(out))
+    _, stderr = second.communicate(timeout=300)
+    first_out, first_err = first.communicate(timeout=600)
+    intact = all((member / name).exists() for name in ("config.yaml", "meta.json", "checkpoints/last.pt"))
+    result = {"second_exit": second.returncode, "second_stderr": stderr.strip(), "first_exit": first.returncode}
+    assert second.returncode == 2 and len(stderr.strip().splitlines()) == 1, (result, stderr[-2000:])
+    assert first.returncode == 0 and intact, (result, first_err[-2000:])
+    return {**result, "member_intact": intact}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=60.0)
@@ -109,7 +158,15 @@ def main() -> None:
         "--fault-every", type=float, nargs=2, default=(120.0, 300.0), metavar=("MIN", "MAX"), help="seconds"
     )
     parser.add_argument("--out", help="result file (stamped; JSON beside it)")
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"comma-separated, injected in this order (default: {','.join(FAULTS)})",
+    )
     args = parser.parse_args()
+    faults = [name.strip() for name in args.faults.split(",") if name.strip()]
+    if unknown := [name for name in faults if name not in FAULTS]:
+        parser.error(f"unknown fault(s) {', '.join(unknown)}; choose from {', '.join(FAULTS)}")
     rng = random.Random(args.seed)
     lines = stamp.header()
     run_dir = Path(tempfile.mkdtemp(prefix="fault-soak-")) / "run"
@@ -131,7 +188,7 @@ def main() -> None:
             raise SystemExit(f"the run exited on its own: {process.stderr.read()[-2000:]}")
         if time.time() < next_fault:
             continue
-        fault = FAULTS[fault_index % len(FAULTS)]
+        fault = faults[fault_index % len(faults)]
         fault_index += 1
         event = {"fault": fault, "minute": round((time.time() - start) / 60, 2), "frames": logged_frames(run_dir)[-1]}
         if fault == "second_writer":
@@ -139,12 +196,17 @@ def main() -> None:
             _, stderr = second.communicate(timeout=300)
             event.update(exit=second.returncode, stderr=stderr.strip())
             assert second.returncode == 2 and len(stderr.strip().splitlines()) == 1, stderr
+        elif fault == "second_sweep":
+            event.update(second_sweep(Path(tempfile.mkdtemp(prefix="fault-soak-sweep-")) / "sweep"))
         else:
             process.send_signal(signal.SIGTERM if fault == "sigterm" else signal.SIGKILL)
             stdout, stderr = process.communicate(timeout=300)
             event["exit"] = process.returncode
             if fault == "sigterm":
                 assert process.returncode == 143, stderr
+            if fault == "startup_signal":  # a resume signalled while it starts (imports, envs, networks)
+                event.update(startup_signal(run_dir, rng))
+                restarts += event["counted"]  # a resume stopped before it recorded itself is no restart
             if fault == "write_error":  # a resume that cannot write its next checkpoint
                 size = (run_dir / "checkpoints" / "last.pt").stat().st_size
                 failing = cli("train", "--resume", str(run_dir), "-q", limit_bytes=size // 2)

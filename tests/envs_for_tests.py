@@ -144,11 +144,15 @@ class WrongShapeReset(gym.Env):
         return np.zeros(3, np.float32), 0.0, False, False, {}
 
 
-class MultiBinaryEnv(gym.Env):
-    """A ``MultiBinary`` action space: no rlpilot algorithm acts in it."""
+class Steps(gym.Env):
+    """2 discrete actions, 2 float observations, 10-step episodes: the base of the faulty envs below."""
 
     observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
-    action_space = gym.spaces.MultiBinary(3)
+    action_space = gym.spaces.Discrete(2)
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -157,4 +161,63 @@ class MultiBinaryEnv(gym.Env):
 
     def step(self, action):
         self.t += 1
-        return np.zeros(2, np.float32), 0.0, False, self.t >= 10, {}
+        return np.full(2, 0.1 * (self.t % 3), np.float32), float(action), False, self.t >= 10, {}
+
+    def render(self):
+        return np.zeros((8, 8, 3), np.uint8)
+
+
+class MultiBinaryEnv(Steps):
+    """A ``MultiBinary`` action space: no rlpilot algorithm acts in it."""
+
+    action_space = gym.spaces.MultiBinary(3)
+
+    def step(self, action):
+        observation, _, terminated, truncated, info = super().step(0)
+        return observation, 0.0, terminated, truncated, info
+
+
+class NaNReward(Steps):
+    """Every reward is NaN (a division by zero in a user's reward function)."""
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, float("nan"), terminated, truncated, info
+
+
+class ShortStepTuple(Steps):
+    """``step`` returns gym's old 4-tuple (obs, reward, done, info)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated or truncated, info
+
+
+class NestedDictObs(Steps):
+    """A Dict observation holding a Dict: rlpilot reads one level of keys."""
+
+    observation_space = gym.spaces.Dict(
+        {"arm": gym.spaces.Dict({"angle": gym.spaces.Box(-1, 1, (2,), np.float32)}), "t": gym.spaces.Discrete(11)}
+    )
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return {"arm": {"angle": np.zeros(2, np.float32)}, "t": 0}, {}
+
+    def step(self, action):
+        _, reward, terminated, truncated, info = super().step(action)
+        return {"arm": {"angle": np.zeros(2, np.float32)}, "t": self.t}, reward, terminated, truncated, info
+
+
+class RenderNone(Steps):
+    """``render()`` returns None although ``render_mode='rgb_array'`` was asked for."""
+
+    def render(self):
+        return None
+
+
+class RenderFlat(Steps):
+    """``render()`` returns a 1-D array, not an image."""
+
+    def render(self):
+        return np.zeros(12, np.uint8)

@@ -73,6 +73,9 @@ RANDOMIZE_RANGES: dict[str, tuple[float, float]] = {
     "action_delay": (0, 1),
 }
 EPISODE_STEPS = 200
+# The largest value each disturbance may take: ten times the top of its randomisation range (a stress test
+# still fits), a bound that keeps MuJoCo's integration finite (gain inf or a NaN payload gave NaN states).
+LIMITS = {"payload": 40.0, "friction": 80.0, "damping": 30.0, "gain": 14.0, "obs_noise": 0.1, "action_delay": 10}
 
 
 def _value(name: str, spec: Any) -> tuple[float, float]:
@@ -83,11 +86,15 @@ def _value(name: str, spec: Any) -> tuple[float, float]:
         low, high = float(spec[0]), float(spec[1])
     else:
         raise ValueError(f"{name}: give a number or [low, high], got {spec!r}")
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"{name}: a finite number, got {spec!r}")
     if low > high:
         raise ValueError(f"{name}: low {low} is above high {high}")
     floor = 0.0 if name != "gain" else 1e-3
     if low < floor:
         raise ValueError(f"{name}: must be >= {floor:g} (got {low})")
+    if high > LIMITS[name]:
+        raise ValueError(f"{name}: at most {LIMITS[name]:g} (got {high:g})")
     if name == "action_delay" and not (low.is_integer() and high.is_integer()):
         raise ValueError(f"action_delay: a whole number of steps, got {spec!r}")
     return low, high
@@ -161,6 +168,12 @@ class ReacherTrackEnv(ReacherEnv):
             raise ValueError(f"obs_error_peak: a decay per step in [0, 1) (0: off), got {obs_error_peak!r}")
         self.obs_error_peak = float(obs_error_peak)
         self._error_peak = 0.0
+        if (
+            isinstance(effort_weight, bool)
+            or not isinstance(effort_weight, (int, float))
+            or not (0.0 <= effort_weight <= 1e3)
+        ):
+            raise ValueError(f"effort_weight: a finite weight in [0, 1000], got {effort_weight!r}")
         self.effort_weight = float(effort_weight)
         self.episode_steps = EPISODE_STEPS
         # the episode's state (reset_model fills it), set before MujocoEnv's constructor may read it

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
+import errno
 import os
+import signal
 import sys
 import threading
 from typing import NoReturn
@@ -72,11 +75,27 @@ def _cmd_check(args: argparse.Namespace) -> int:
     import_torchrl()
     from rlpilot.check.env import check_env
 
-    report = check_env(
-        env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame, max_seconds=args.max_seconds
-    )
+    with _env_failures(env_cfg.id):
+        report = check_env(
+            env_cfg, episodes=args.episodes, seed=args.seed, frame_png=args.frame, max_seconds=args.max_seconds
+        )
     print(report.render())
     return 0 if report.healthy else 1
+
+
+@contextlib.contextmanager
+def _env_failures(env_id: str):
+    """``check`` runs the env's own code (and a multi-agent library's): what it raises is one line naming the
+    env (``--debug``: the traceback, through the UserError's cause)."""
+    try:
+        yield
+    except (UserError, OSError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        raise UserError(
+            f"env '{env_id}' failed during the check: {type(exc).__name__}: {_first_line(exc)} (add --debug "
+            "for the traceback)"
+        ) from exc
 
 
 def _check_group(env_cfg, args: argparse.Namespace) -> int:
@@ -89,7 +108,8 @@ def _check_group(env_cfg, args: argparse.Namespace) -> int:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
     from rlpilot.check.group import check_group_env
 
-    report = check_group_env(env_cfg, episodes=args.episodes, seed=args.seed)
+    with _env_failures(env_cfg.id):
+        report = check_group_env(env_cfg, episodes=args.episodes, seed=args.seed)
     print(report.render())
     return 0 if report.healthy else 1
 
@@ -131,8 +151,11 @@ def _train_config(args: argparse.Namespace):
 def _cmd_train(args: argparse.Namespace) -> int:
     config = None
     if args.resume:
-        if args.target or args.set or args.seed is not None or args.device or args.run_dir or args.config:
-            raise UserError("--resume RUN continues a run with its own config; only --frames may change the budget")
+        if args.target or args.seed is not None or args.device or args.run_dir or args.config:
+            raise UserError(
+                "--resume RUN continues a run with its own config: no preset, ALGO ENV, --config, --seed, --device "
+                "or --run-dir with it; --frames N and --set train.* (budget, stop rule, intervals) may change"
+            )
     else:
         if not args.target and not args.config:
             raise UserError("rlpilot train needs a preset (rlpilot presets), ALGO ENV, --config FILE or --resume RUN")
@@ -151,7 +174,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from rlpilot.loop.trainer import resume, train
 
     if config is None:
-        run = resume(args.resume, total_frames=args.frames, show_progress=not args.quiet, verbose=args.verbose)
+        run = resume(
+            args.resume,
+            total_frames=args.frames,
+            overrides=args.set,
+            show_progress=not args.quiet,
+            verbose=args.verbose,
+        )
     else:
         run = train(
             config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet, verbose=args.verbose
@@ -175,12 +204,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    import json
-
     from rlpilot.doctor import diagnose
+    from rlpilot.files import dumps
 
     diagnosis = diagnose(args.run)
-    print(json.dumps(diagnosis.to_json(), indent=2) if args.json else diagnosis.render())
+    print(dumps(diagnosis.to_json(), indent=2) if args.json else diagnosis.render())
     return 1 if diagnosis.errors else 0
 
 
@@ -365,7 +393,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from rlpilot.play.write import ExportFailed
 
     try:
-        result = export_run(args.run, args.format, args.out, seed=args.seed, checkpoint=args.checkpoint)
+        result = export_run(
+            args.run, args.format, args.out, seed=args.seed, checkpoint=args.checkpoint, force=args.force
+        )
     except ExportFailed as exc:
         print(f"rlpilot: export failed: {exc}", file=sys.stderr)
         return 1
@@ -385,7 +415,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from rlpilot.runs import load_run
 
     runs = [load_run(path) for path in args.runs]  # read only: nothing named in a run's config is imported
-    out = Path(args.out) if args.out else (runs[0].curve_path if len(runs) == 1 else Path("curves.png"))
+    if args.out:
+        out = Path(args.out)
+    else:
+        from rlpilot.files import own_file
+
+        out = own_file(runs[0].curve_path) if len(runs) == 1 else Path("curves.png")
     if out.suffix.lower() not in (".png", ".svg"):
         raise UserError(f"--out {out}: choose a .png or .svg file")
     if out.is_dir():
@@ -397,6 +432,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 MAX_ERROR_CHARS = 300
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:MAX_ERROR_CHARS]
 
 
 def _one_line(message: str) -> str:
@@ -463,7 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume",
         metavar="RUN",
-        help="continue RUN from its last checkpoint (same config and curve; from frame 0 if killed before its first)",
+        help="continue RUN from its last checkpoint (same config and curve; from frame 0 if killed before its first); "
+        "--frames and --set train.* may change its budget, stop rule and intervals",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument(
@@ -517,6 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="you trust this run: import the Python module its env names (module:Class)",
     )
+    p.add_argument("--force", action="store_true", help="replace another run's export in --out")
     p.set_defaults(func=_cmd_export)
 
     p = verbs.add_parser("sweep", help="a preset over a grid x seeds, several runs at once; a results table")
@@ -584,6 +625,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        # past a file-size limit (ulimit -f) a write fails with EFBIG (one line) instead of killing the process
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     # TorchRL logs INFO lines (buffer allocation, spec checks) that would interleave our output
     os.environ.setdefault("RL_LOGGING_LEVEL", "DEBUG" if args.debug else "WARNING")
     try:
@@ -600,6 +644,32 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `rlpilot eval RUN | head -1`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
+    except OSError as exc:  # a file of ours could not be read or written: read-only, disk full, a size limit
+        if args.debug:
+            raise
+        print(f"rlpilot: error: {_one_line(_os_error(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+_OS_ADVICE = {
+    errno.ENOSPC: "free disk space",
+    errno.EDQUOT: "free space in your quota",
+    errno.EFBIG: "lift the file-size limit (ulimit -f)",
+    errno.EROFS: "choose a writable folder (or copy the run to one)",
+    errno.EACCES: "make it writable, or choose another folder",
+    errno.EPERM: "make it writable, or choose another folder",
+    errno.EISDIR: "a folder is where a file belongs: move it away",
+    errno.ENOTDIR: "a file is where a folder belongs: move it away",
+    errno.EEXIST: "a file is where a folder belongs: move it away",
+}
+
+
+def _os_error(exc: OSError) -> str:
+    """An OSError as what the user can act on: the file, what the system said, what to do."""
+    where = f" {exc.filename}" if exc.filename else ""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    advice = _OS_ADVICE.get(exc.errno, "check the path and its permissions")
+    return f"cannot read or write{where}: {what}; {advice}, then run the command again"
 
 
 def entry() -> NoReturn:

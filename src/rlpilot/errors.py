@@ -8,7 +8,12 @@ class UserError(Exception):
 
 class StopRun(Exception):
     """A trainable asks the loop to end the run now (status ``failed``, the message as its reason),
-    e.g. a NaN observation with ``guard.on_nonfinite_obs=stop``."""
+    e.g. a NaN observation with ``guard.on_nonfinite_obs=stop``. ``fields`` go into the ``stopped`` event
+    (``cause``: what doctor names)."""
+
+    def __init__(self, message: str, **fields):
+        super().__init__(message)
+        self.fields = fields
 
 
 class RunWriteError(UserError, OSError):

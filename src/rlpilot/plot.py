@@ -10,10 +10,12 @@ or SVG by the file's extension.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 
+from rlpilot.files import atomic_write
 from rlpilot.runs import Run
 
 WINDOW = 50
@@ -57,10 +59,9 @@ def finish_figure(fig, ax, path: str | Path, *, xlabel: str, ylabel: str, title:
         ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp)
-    tmp.replace(path)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=path.suffix.lstrip(".").lower() or "png")
+    atomic_write(path, buffer.getvalue())  # a device or a pipe (--out /dev/stdout) is written as a stream
     return path
 
 

@@ -22,10 +22,8 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -33,53 +31,27 @@ from typing import Any
 
 from rlpilot.config.load import from_dict, load_config
 from rlpilot.config.schema import Config
-from rlpilot.errors import RunWriteError, UserError
+from rlpilot.errors import UserError
+from rlpilot.files import append_line, atomic_write, dumps, refuse_links
 from rlpilot.redact import redact_command
 
 LOCK_FILE = ".lock"
 CHECKPOINT_FORMAT = 2
 """The layout of ``checkpoints/*.pt`` (``loop.lifecycle.checkpoint`` writes it); another one is not resumed."""
+# what rlpilot writes inside a run directory: none of them may be a symbolic link (files.refuse_links)
+RUN_FILES = (
+    LOCK_FILE,
+    "config.yaml",
+    "meta.json",
+    "metrics.csv",
+    "events.jsonl",
+    "checkpoints",
+    "curve.png",
+    "tb",
+    "export",
+    "eval.csv",
+)
 PACKAGES = ("rlpilot", "torch", "torchrl", "tensordict", "gymnasium", "numpy")
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Temp file, fsync, rename: readers see the old file or the new one, never half of one."""
-    path = Path(path)
-    payload = data.encode() if isinstance(data, str) else data
-    with _write_errors(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a run's files are meant to be read by others too
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-def append_line(path: Path, line: str) -> None:
-    """One ``write`` on an O_APPEND descriptor: a killed process leaves whole lines or nothing."""
-    with _write_errors(path):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
-
-
-@contextmanager
-def _write_errors(path: Path):
-    """An OSError while writing ``path`` becomes a :class:`RunWriteError` (one line naming the file)."""
-    try:
-        yield
-    except RunWriteError:
-        raise
-    except OSError as exc:
-        raise RunWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def try_lock(path: Path):
@@ -320,6 +292,7 @@ class Run:
         """Takes the run's write lock (``fcntl.flock`` on ``.lock``): a second writer is refused in one line.
         The kernel drops the lock when the process ends, however it ends, so a killed run never leaves
         a stale lock behind."""
+        refuse_links(self.path, RUN_FILES)  # nothing a run writes may land outside it
         handle = try_lock(self.path / LOCK_FILE)
         if handle is None:
             holder = (self.path / LOCK_FILE).read_text().strip() or "another process"
@@ -342,7 +315,7 @@ class Run:
             self._lock_handle = None
 
     def write_meta(self, meta: dict) -> None:
-        atomic_write(self.path / "meta.json", json.dumps(meta, indent=2) + "\n")
+        atomic_write(self.path / "meta.json", dumps(meta, indent=2) + "\n")
 
     def update_meta(self, **changes: Any) -> None:
         meta = self.meta()
@@ -351,7 +324,7 @@ class Run:
 
     def event(self, kind: str, **fields: Any) -> None:
         """Appends one JSON line with a single write on an O_APPEND descriptor: never half a line."""
-        line = json.dumps({"event": kind, "time": time.time(), **fields}, default=str) + "\n"
+        line = dumps({"event": kind, "time": time.time(), **fields}) + "\n"
         append_line(self.path / "events.jsonl", line)
 
     def save_config(self, config: Config) -> None:
@@ -388,7 +361,7 @@ class Run:
             or event["frames"] <= after_frames
         ]
         if len(kept) < len(events):
-            atomic_write(self.path / "events.jsonl", "".join(json.dumps(event, default=str) + "\n" for event in kept))
+            atomic_write(self.path / "events.jsonl", "".join(dumps(event) + "\n" for event in kept))
 
     def check_readable(self) -> None:
         """Reads every file a resume rewrites, so a damaged run is refused before anything is written."""

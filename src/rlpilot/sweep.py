@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import multiprocessing
 import os
 import shutil
@@ -23,21 +22,41 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from rlpilot.config.load import load_config
 from rlpilot.errors import UserError
-from rlpilot.runs import atomic_write, load_run, slug
+from rlpilot.files import dumps
+from rlpilot.runs import Run, atomic_write, load_run, slug, try_lock
 
 BOOTSTRAP_SAMPLES = 2000
 
 
-def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
-    grid = []
+def parse_grid(items: list[str], overrides: list[str] | None = None) -> list[tuple[str, list[str]]]:
+    """``--grid key=v1,v2`` items as ``(key, values)``. A key given twice (in two ``--grid``, or in ``--grid``
+    and ``--set``), a value given twice, or ``train.seed`` (the seeds are ``--seeds``/``--seed-start``) is a
+    :class:`UserError`: the later one would win in every run while the labels said otherwise."""
+    grid: list[tuple[str, list[str]]] = []
+    fixed = {item.partition("=")[0].strip(): item for item in overrides or []}
     for item in items:
         key, sep, values = item.partition("=")
-        if not sep or not values:
+        key = key.strip()
+        if not sep or not values or not key:
             raise UserError(f"--grid expects key=v1,v2,..., got '{item}'")
-        grid.append((key.strip(), [v.strip() for v in values.split(",")]))
+        listed = [v.strip() for v in values.split(",")]
+        if key in (name for name, _ in grid):
+            raise UserError(f"--grid {key} is given twice: list all its values in one --grid {key}=v1,v2,...")
+        if key in fixed:
+            raise UserError(f"--grid {key} conflicts with --set {fixed[key]}: give the key in one of them")
+        if len(set(listed)) < len(listed):
+            raise UserError(f"--grid {item}: a value is listed twice; each grid point must be a different run")
+        grid.append((key, listed))
+    for key in (*[name for name, _ in grid], *fixed):
+        if key == "train.seed":
+            raise UserError(
+                "train.seed cannot be swept or set in a sweep: the seeds are --seeds N and --seed-start S "
+                "(seeds S .. S+N-1)"
+            )
     return grid
 
 
@@ -62,19 +81,52 @@ def run_member(preset: str, overrides: list[str], seed: int, path: Path):
     """Runs one seed of ``preset`` + ``overrides`` in ``path``, or picks it up where it stopped: a finished
     run is returned as it is, an interrupted or killed one resumes from its checkpoint, one killed before
     its first checkpoint starts over (torch threads: the run's ``train.num_threads``, 1 by default). Shared by
-    ``sweep``, ``bench`` and ``tune``; returns the Run."""
+    ``sweep``, ``bench`` and ``tune``; returns the Run.
+
+    The member is looked at under its run lock: one another process writes is refused in one line (never
+    removed under it), and one trained with other settings than ``overrides`` (another sweep's) too."""
     from rlpilot.loop.trainer import resume, train
 
-    checkpoint = path / "checkpoints" / "last.pt"
-    if (path / "meta.json").exists():
-        run = load_run(path)
-        if run.status in ("solved", "finished"):
-            return run
-        if checkpoint.exists():
-            return resume(path, show_progress=False)
-        shutil.rmtree(path)  # killed before its first checkpoint: start over
+    path = Path(path)
     config = load_config(preset, overrides=[*overrides, f"train.seed={seed}"])
+    if path.is_dir() and any(path.iterdir()):
+        member = Run(path)
+        member.lock()  # another writer: one line, and nothing of its is touched
+        try:
+            started = (path / "meta.json").is_file() and (path / "config.yaml").is_file()
+            if started:
+                _check_settings(path, config)
+                status = member.status
+            if started and status in ("solved", "finished"):
+                return member
+            if not (started and (path / "checkpoints" / "last.pt").exists()):
+                shutil.rmtree(path)  # killed before its first checkpoint (or its record): start over
+        finally:
+            member.unlock()
+        if path.exists():
+            return resume(path, show_progress=False)
     return train(config, run_dir=str(path), show_progress=False)
+
+
+def _check_settings(path: Path, config) -> None:
+    """The member in ``path`` was trained with ``config`` (its ``config.yaml``), else a :class:`UserError`:
+    the sweep's label would name settings that did not run."""
+    ran = load_run(path).config().to_dict()
+    asked = yaml.safe_load(config.to_yaml())
+    ran = yaml.safe_load(yaml.safe_dump(ran, sort_keys=False))
+    for section in sorted(set(ran) | set(asked)):
+        if ran.get(section) == asked.get(section):
+            continue
+        if not isinstance(ran.get(section), dict) or not isinstance(asked.get(section), dict):
+            key, was, want = section, ran.get(section), asked.get(section)
+        else:
+            keys = sorted(set(ran[section]) | set(asked[section]))
+            key = next(k for k in keys if ran[section].get(k) != asked[section].get(k))
+            key, was, want = f"{section}.{key}", ran[section].get(key), asked[section].get(key)
+        raise UserError(
+            f"{path} was trained with {key}={was!r}, this sweep asks for {want!r}: it is another sweep's run; "
+            "choose another --out, or remove that folder"
+        )
 
 
 def _run_job(job: Job) -> str:
@@ -96,7 +148,7 @@ def run_sweep(
     """Runs the sweep on a local process pool, or on Ray (``ray``: a cluster address, or ``local``); seeds
     ``seed_start`` .. ``seed_start + seeds - 1``."""
     base = overrides or []
-    grid_points = points(parse_grid(grid))
+    grid_points = points(parse_grid(grid, base))
     for point in grid_points:  # validate every combination before starting anything
         load_config(preset, overrides=[*base, *point])
     out = Path(out)
@@ -105,19 +157,42 @@ def run_sweep(
         for point in grid_points
         for seed in range(seed_start, seed_start + seeds)
     ]
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(
-        out / "sweep.json",
-        json.dumps(
-            {"preset": preset, "seeds": seeds, "seed_start": seed_start, "grid": grid, "overrides": base}, indent=2
-        )
-        + "\n",
-    )
-    if ray is None:
-        _run_local(jobs, workers, base)
-    else:
-        _run_ray(jobs, workers, base, ray)
-    return summarize(out, grid_points, list(range(seed_start, seed_start + seeds)))
+    names = [point_name(point) for point in grid_points]
+    if len(set(names)) < len(names):
+        raise UserError(f"--grid {' '.join(grid)}: two grid points would share a folder name; use distinct values")
+    with sweep_lock(out):
+        record = {"preset": preset, "seeds": seeds, "seed_start": seed_start, "grid": grid, "overrides": base}
+        atomic_write(out / "sweep.json", dumps(record, indent=2) + "\n")
+        if ray is None:
+            _run_local(jobs, workers, base)
+        else:
+            _run_ray(jobs, workers, base, ray)
+        return summarize(out, grid_points, list(range(seed_start, seed_start + seeds)))
+
+
+@contextlib.contextmanager
+def sweep_lock(out: Path):
+    """One sweep at a time in ``out`` (``out/.sweep.lock``, dropped by the kernel when its holder ends):
+    a second one is refused in one line, before any member is touched."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the sweep folder {out}: {exc.strerror or exc}; choose another --out") from None
+    lock_path = out / ".sweep.lock"
+    if lock_path.is_symlink():
+        raise UserError(f"{lock_path} is a symbolic link; remove it")
+    handle = try_lock(lock_path)
+    if handle is None:
+        holder = lock_path.read_text().strip() or "another process"
+        raise UserError(f"{out} is in use by another sweep ({holder}): wait for it to end, or choose another --out")
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
 
 
 def _report(job: Job, base: list[str], status: str) -> None:
@@ -236,7 +311,7 @@ def summarize(out: Path, grid_points: list[list[str]], seeds: list[int]) -> dict
         )
     table = render_table(rows, seeds)
     atomic_write(out / "summary.md", table)
-    atomic_write(out / "summary.json", json.dumps(rows, indent=2) + "\n")
+    atomic_write(out / "summary.json", dumps(rows, indent=2) + "\n")
     from rlpilot.plot import plot_groups
 
     plot_groups(groups, out / "curves.png", title=f"sweep: mean over {len(seeds)} seeds, 95% band")

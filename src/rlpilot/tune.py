@@ -22,7 +22,6 @@ trained on K seeds through the normal training path: one ordinary run directory 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import socket
@@ -38,6 +37,7 @@ from rlpilot.config import safe_yaml
 from rlpilot.config.load import field_type, load_config
 from rlpilot.config.schema import solved_threshold
 from rlpilot.errors import UserError
+from rlpilot.files import dumps
 from rlpilot.redact import redact, redact_url
 from rlpilot.runs import atomic_write, load_run, try_lock
 from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_member, worker_pool
@@ -278,7 +278,7 @@ def create_study(spec: TuneSpec, out: Path, storage_url: str | None, name: str |
             f"run the same command to continue it, or choose another --out/--study for a new search"
         )
     spec_path = out / SPEC_FILE
-    atomic_write(spec_path, json.dumps({"study": name, "storage": redact_url(url), **identity}, indent=2) + "\n")
+    atomic_write(spec_path, dumps({"study": name, "storage": redact_url(url), **identity}, indent=2) + "\n")
     return Study(spec=spec, out=out, storage_url=url, name=name)
 
 
@@ -696,7 +696,7 @@ def summarize(study: Study, optuna_study, *, check_result: dict | None = None) -
     atomic_write(study.out / "summary.md", text)
     atomic_write(
         study.out / "summary.json",
-        json.dumps({k: v for k, v in result.items() if k != "text"}, indent=2, default=str) + "\n",
+        dumps({k: v for k, v in result.items() if k != "text"}, indent=2) + "\n",
     )
     plot_study(study, optuna_study, importance, study.out / "history.png")
     return result

@@ -44,6 +44,21 @@ def files(path: Path) -> dict[str, bytes]:
     return {str(p.relative_to(path)): p.read_bytes() for p in kept}
 
 
+def train_small(tmp_path_factory, env: str, frames: int = 256, *extra) -> Path:
+    """A short PPO run on ``env`` (an ``envs_for_tests`` class), in-process, for a module's tests to copy."""
+    path = tmp_path_factory.mktemp(env) / "run"
+    args = ["train", "ppo", f"envs_for_tests:{env}", "--frames", frames, "--run-dir", path, *FAST, *extra]
+    assert main([str(a) for a in args]) == 0
+    return path
+
+
+def copy_of(path: Path, tmp_path: Path) -> Path:
+    """A test's own copy of a module's run: what it breaks stays its own."""
+    copy = tmp_path / "run"
+    shutil.copytree(path, copy)
+    return copy
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """A finished 512-frame PPO CartPole run with a checkpoint at 256 and 512 frames, exported to ONNX."""
@@ -58,9 +73,7 @@ def trained(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def run(trained, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(trained, copy)
-    return copy
+    return copy_of(trained, tmp_path)
 
 
 # -- bad input -----------------------------------------------------------------------------------------

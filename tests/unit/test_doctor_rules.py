@@ -105,6 +105,23 @@ CASES = {
         {"events": [{"event": "nonfinite_observation", "envs": [3, 1], "frames": 2048}]},
         {"events": [{"event": "eval", "frames": 2048}]},
     ),
+    "nonfinite_rewards": Case(
+        "nonfinite_rewards",
+        "error",
+        ("envs", [0, 2]),
+        {
+            "events": [
+                {
+                    "event": "stopped",
+                    "frames": 256,
+                    "reason": "non-finite rewards",
+                    "cause": "nonfinite_reward",
+                    "envs": [0, 2],
+                }
+            ]
+        },
+        {"events": [{"event": "stopped", "frames": 256, "reason": "non-finite observation from env(s) [0]"}]},
+    ),
     "loss_exploding": Case(
         "loss_exploding", "warning", ("skipped_updates", 3), {"events": skips(3)}, {"events": greedy_actions(2)}
     ),

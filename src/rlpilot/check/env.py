@@ -447,7 +447,25 @@ def _scale_findings(env_cfg: EnvConfig, flat: np.ndarray, *, image: bool) -> lis
 
 
 def _reward_findings(rewards: np.ndarray, random_result) -> list[Finding]:
-    """A reward that never changes: fine when episode lengths carry the signal (info), else no signal (warning)."""
+    """Non-finite rewards (error: nothing can learn from them); a reward that never changes: fine when episode
+    lengths carry the signal (info), else no signal (warning)."""
+    finite = np.isfinite(rewards)
+    if not finite.all():
+        return [
+            Finding(
+                rule="reward_nonfinite",
+                severity="error",
+                title="the env returned NaN/inf rewards",
+                evidence={
+                    "nonfinite_steps": int((~finite).sum()),
+                    "steps": int(finite.size),
+                    "values": sorted({str(float(r)) for r in rewards[~finite].reshape(-1)}),
+                },
+                cause="the reward function produced NaN or inf: returns, advantages and losses become NaN, and "
+                "training cannot learn (rlpilot train stops at the first batch that holds one)",
+                fix="fix the env's reward (e.g. a division by zero, log(0), an unbounded term)",
+            )
+        ]
     if np.ptp(rewards) != 0:
         return []
     value = float(rewards.reshape(-1)[0])

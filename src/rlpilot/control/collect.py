@@ -23,9 +23,10 @@ import torch
 from tensordict import TensorDict
 from torchrl.envs import RewardScaling, TransformedEnv
 
+from rlpilot.envs.gym_vector import step_checked
 from rlpilot.envs.make import observation_reader
 from rlpilot.envs.native import NativeEnv
-from rlpilot.errors import StopRun, UserError
+from rlpilot.errors import StopRun
 
 TRANSITION_KEYS = (
     "observation",
@@ -118,10 +119,7 @@ class BatchCollector:
         for _ in range(self.steps):
             observation = self.observation
             action, extra = self.act(observation)
-            try:
-                raw, reward, term, trunc, _ = self.vector_env.step(self.env_action(action))
-            except Exception as exc:  # the env's own code failed: say which env and what it raised
-                raise UserError(f"env '{self.env_id}' raised during step: {type(exc).__name__}: {exc}") from exc
+            raw, reward, term, trunc, _ = step_checked(self.vector_env, self.env_id, self.env_action(action))
             next_observation = self.read_observation(raw)
             if self.native:
                 self.observation = next_observation
@@ -182,6 +180,14 @@ class BatchCollector:
 
         term, trunc = flags(terminated), flags(truncated)
         reward = flags(rewards)
+        if not self.native and not bool(torch.isfinite(reward).all()):  # once a batch: gymnasium rewards (CPU)
+            envs = (~torch.isfinite(reward)).reshape(self.num_envs, -1).any(-1).nonzero().view(-1).tolist()
+            raise StopRun(
+                f"env '{self.env_id}' returned non-finite rewards (NaN or inf) in env(s) {envs}: nothing can be "
+                f"learned from them; fix the env's reward (rlpilot check {self.env_id} shows it)",
+                cause="nonfinite_reward",
+                envs=envs,
+            )
         if self.reward_scale is not None:  # the chain's RewardScaling, applied once per batch
             reward = reward * self.reward_scale
         data = {

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
+from rlpilot.envs.gym_vector import reset_checked, step_checked
 from rlpilot.envs.make import observation_reader, to_numpy
 
 # Task measures the env reports at the step an episode ends, by env id: name -> function of the vector
@@ -81,12 +82,13 @@ def evaluate(
     read = observation_reader(env)
     n = vector_env.num_envs
     measures = FINAL_STATE_MEASURES.get(_env_id(vector_env), {})
+    env_id = getattr(env.base_env, "env_id", None) or _env_id(vector_env) or "the env"
     columns: dict[str, list[np.ndarray]] = {"return": [], "length": [], "effort": [], "smoothness": []}
     columns.update({name: [] for name in measures})
     seen: set = set()
     continuous = False
     for round_index in range((episodes + n - 1) // n):
-        raw, _ = vector_env.reset(seed=seed + round_index * n)
+        raw = reset_checked(vector_env, env_id, seed=seed + round_index * n)
         observation = read(raw, reset=True)
         reset_state = getattr(greedy_action, "reset", None)  # a stateful controller (PID): a new episode each
         if reset_state is not None:
@@ -109,7 +111,7 @@ def evaluate(
                 if previous is not None:
                     smoothness += np.square(flat - previous).mean(-1) * active
                 previous = flat
-            raw, reward, terminated, truncated, info = vector_env.step(env_action)
+            raw, reward, terminated, truncated, info = step_checked(vector_env, env_id, env_action)
             reward, terminated, truncated = to_numpy(reward), to_numpy(terminated), to_numpy(truncated)
             episode_return += reward * active
             episode_length += active

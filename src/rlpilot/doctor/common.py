@@ -15,6 +15,24 @@ RETURN_COLUMNS = ("train/episode_return", "eval/return_mean")
 """Besides every ``loss/*`` column: the columns ``nonfinite_metrics`` requires to hold a finite value."""
 
 
+def rule_nonfinite_rewards(v: RunView) -> list[Finding]:
+    """The env's rewards were NaN/inf (training stops at the first such batch): the cause, named before any
+    rule that would blame the learning rate for the NaN losses that follow."""
+    events = [event for event in v.events_of("stopped") if event.get("cause") == "nonfinite_reward"]
+    if not events:
+        return []
+    return [
+        Finding(
+            rule="nonfinite_rewards",
+            severity="error",
+            title="the env returned NaN/inf rewards",
+            evidence={"envs": events[-1].get("envs"), "at_frames": events[-1].get("frames")},
+            cause="the environment's reward function produced NaN or inf; the run was stopped",
+            fix=f"rlpilot check {v.config.env.id}  (and fix the env's reward)",
+        )
+    ]
+
+
 def rule_nonfinite_observations(v: RunView) -> list[Finding]:
     events = v.events_of("nonfinite_observation")
     if not events:

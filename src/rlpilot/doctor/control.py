@@ -15,6 +15,7 @@ from rlpilot.doctor.common import (
     rule_nonfinite_metrics,
     rule_nonfinite_normalization,
     rule_nonfinite_observations,
+    rule_nonfinite_rewards,
     rule_throughput,
 )
 from rlpilot.doctor.view import Rule, RunView, head, tail
@@ -358,6 +359,7 @@ def rule_truncation(v: RunView) -> list[Finding]:
 
 
 RULES: list[Rule] = [
+    rule_nonfinite_rewards,
     rule_nonfinite_observations,
     rule_nonfinite_normalization,
     rule_loss_exploding,

@@ -173,7 +173,7 @@ class GymVectorEnv(EnvBase):
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         action = self.env_action(tensordict.get("action"))
-        obs, reward, terminated, truncated, _ = self.vector_env.step(action)
+        obs, reward, terminated, truncated, _ = step_checked(self.vector_env, self.env_id, action)
         reward = torch.as_tensor(np.asarray(reward, dtype=np.float32), device=self.device)
         return TensorDict(
             {
@@ -200,6 +200,18 @@ class GymVectorEnv(EnvBase):
     def close(self, *, raise_if_closed: bool = True) -> None:  # noqa: D102
         self.vector_env.close()
         super().close(raise_if_closed=raise_if_closed)
+
+
+def step_checked(vector_env, env_id: str, action) -> tuple:
+    """``vector_env.step(action)``. A user env that raises there (or returns another tuple than gymnasium's
+    five values) is one :class:`UserError` naming the env; the traceback stays on the exception's cause."""
+    try:
+        return vector_env.step(action)
+    except UserError:
+        raise
+    except Exception as exc:
+        hint = " (step must return observation, reward, terminated, truncated, info)" if "unpack" in str(exc) else ""
+        raise UserError(f"env '{env_id}' raised during step: {type(exc).__name__}: {exc}{hint}") from exc
 
 
 def reset_checked(vector_env: gym.vector.VectorEnv, env_id: str, **kwargs) -> Any:

@@ -101,6 +101,7 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
         else:
             vector_env = gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
     check_action_space(vector_env.single_action_space, env_cfg.id, close=vector_env.close)
+    check_observation_space(vector_env.single_observation_space, env_cfg.id, close=vector_env.close)
     if env_cfg.base_controller != "none":
         if problem := env_cfg.gate_problem():
             vector_env.close()
@@ -144,6 +145,21 @@ def construction_errors(env_cfg: EnvConfig):
 
 
 SUPPORTED_ACTION_SPACES = (gym.spaces.Discrete, gym.spaces.Box)
+
+
+def check_observation_space(space: gym.Space, env_id: str, *, close: Callable[[], None] | None = None) -> None:
+    """A Dict observation is read one level deep (its keys concatenated): one holding a Dict or a Tuple is
+    refused here, in one line (it failed deep inside the first step before)."""
+    leaves = space.spaces.values() if isinstance(space, gym.spaces.Dict) else []
+    nested = [leaf for leaf in leaves if isinstance(leaf, (gym.spaces.Dict, gym.spaces.Tuple))]
+    if not nested:
+        return
+    if close is not None:
+        close()
+    raise UserError(
+        f"env '{env_id}' has observation space {space}: rlpilot reads a Dict one level deep, not "
+        f"a {type(nested[0]).__name__} inside it; flatten it (gymnasium.wrappers.FlattenObservation)"
+    )
 
 
 def check_action_space(space: gym.Space, env_id: str, *, close: Callable[[], None] | None = None) -> None:

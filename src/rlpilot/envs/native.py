@@ -155,6 +155,8 @@ class CartPoleVector(NativeVectorEnv):
     single_action_space = gym.spaces.Discrete(2)
 
     def __init__(self, num_envs: int, *, sutton_barto_reward: bool = False, **kwargs: Any):
+        if not isinstance(sutton_barto_reward, bool):
+            raise UserError(f"env.kwargs.sutton_barto_reward: true or false, got {sutton_barto_reward!r}")
         self.sutton_barto_reward = sutton_barto_reward
         super().__init__(num_envs, **kwargs)
 
@@ -273,7 +275,7 @@ class PendulumVector(NativeVectorEnv):
     single_action_space = gym.spaces.Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
 
     def __init__(self, num_envs: int, *, g: float = 10.0, **kwargs: Any):
-        self.g = g
+        self.g = finite_kwarg("g", g, 0.0, 100.0)
         super().__init__(num_envs, **kwargs)
 
     def _initial_state(self, n: int) -> torch.Tensor:
@@ -295,6 +297,13 @@ class PendulumVector(NativeVectorEnv):
         return torch.stack((torch.cos(th), torch.sin(th), thdot), -1).to(torch.float32)
 
 
+def finite_kwarg(name: str, value: Any, low: float, high: float) -> float:
+    """``env.kwargs.<name>`` as a float in ``[low, high]`` (finite), else a :class:`UserError`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise UserError(f"env.kwargs.{name}: a number in [{low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
 class MountainCarVector(NativeVectorEnv):
     """gymnasium ``MountainCar-v0``: push left / none / right, -1 a step until the flag at 0.5."""
 
@@ -308,7 +317,7 @@ class MountainCarVector(NativeVectorEnv):
     single_action_space = gym.spaces.Discrete(3)
 
     def __init__(self, num_envs: int, *, goal_velocity: float = 0.0, **kwargs: Any):
-        self.goal_velocity = goal_velocity
+        self.goal_velocity = finite_kwarg("goal_velocity", goal_velocity, -self.max_speed, self.max_speed)
         super().__init__(num_envs, **kwargs)
 
     def _initial_state(self, n: int) -> torch.Tensor:

@@ -14,7 +14,9 @@ import numpy as np
 import torch
 
 from rlpilot import stopping
+from rlpilot.config.load import apply_overrides
 from rlpilot.config.schema import Config
+from rlpilot.errors import UserError
 from rlpilot.loop.monitor import Progress
 from rlpilot.runs import CHECKPOINT_FORMAT, Run
 
@@ -74,6 +76,58 @@ def checkpoint(config: Config, trainable, progress: Progress) -> dict:
         "progress": progress.state_dict(),
         "torch_rng": torch.get_rng_state(),
     }
+
+
+# what a resume may change (``train --resume RUN --frames N --set KEY=VALUE``): the budget, the stop rule, and
+# how often the run logs, evaluates and checkpoints. Anything else would continue a checkpoint with settings
+# it was not trained with.
+RESUMABLE = (
+    "train.total_frames",
+    "train.max_seconds",
+    "train.stop_when_solved",
+    "train.solved_at",
+    "train.solved_consecutive",
+    "train.evals_after_solved",
+    "train.milestone_return",
+    "train.log_every_frames",
+    "train.milestone_every_frames",
+    "train.eval_every_frames",
+    "train.eval_episodes",
+    "train.checkpoint_every_frames",
+    "train.loggers",
+)
+SOLVE_RULE = ("train.solved_at", "train.solved_consecutive")
+
+
+def _flat(config: Config) -> dict:
+    return {
+        f"{section}.{key}": value
+        for section, fields in config.to_dict().items()
+        if isinstance(fields, dict)
+        for key, value in fields.items()
+    }
+
+
+def resume_changes(config: Config, overrides: list[str], total_frames: int | None) -> dict[str, list]:
+    """Applies a resume's ``--set`` overrides (and ``--frames``) to the run's ``config``; returns what changed,
+    ``{key: [before, after]}``. A change outside :data:`RESUMABLE` is a :class:`UserError` saying why."""
+    if total_frames is not None:
+        overrides = [*overrides, f"train.total_frames={total_frames}"]
+    before = _flat(config)
+    apply_overrides(config, overrides)
+    config.validate()
+    after = _flat(config)
+    changes = {key: [before.get(key), value] for key, value in after.items() if before.get(key) != value}
+    refused = [key for key in changes if key not in RESUMABLE]
+    if refused:
+        key = refused[0]
+        raise UserError(
+            f"--set {key}: the checkpoint was trained with {key}={before.get(key)!r}, and a resume continues that "
+            "run; it may change only the budget, the stop rule and the intervals ("
+            + ", ".join(RESUMABLE)
+            + "); start a new run for other settings"
+        )
+    return changes
 
 
 class StopFlag:

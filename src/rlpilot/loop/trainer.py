@@ -51,22 +51,31 @@ def train(
 
 
 def resume(
-    path: str | Path, *, total_frames: int | None = None, show_progress: bool = True, verbose: bool = False
+    path: str | Path,
+    *,
+    total_frames: int | None = None,
+    overrides: list[str] | None = None,
+    show_progress: bool = True,
+    verbose: bool = False,
 ) -> Run:
     """Continues a run from ``checkpoints/last.pt``: same config, same curve (rows after the checkpoint
     are dropped from ``metrics.csv``, since those frames are collected again). A run killed before its first
-    checkpoint starts again from frame 0 (:func:`_forget_killed_attempt`)."""
+    checkpoint starts again from frame 0 (:func:`_forget_killed_attempt`). ``total_frames`` and ``overrides``
+    may change the budget, the stop rule and the intervals (:data:`lifecycle.RESUMABLE`); an ended run goes
+    on when they leave it something to do (:func:`_continue_ended`)."""
     stopping.clear()
     with lifecycle.stop_on_signals(immediate=True):  # a signal while loading and building stops it at once
         run = load_run(path)
         run.lock()  # a second writer is refused here, before anything is read or written
         try:
-            return _resume(run, total_frames, show_progress=show_progress, verbose=verbose)
+            return _resume(run, total_frames, overrides, show_progress=show_progress, verbose=verbose)
         finally:
             run.unlock()
 
 
-def _resume(run: Run, total_frames: int | None, *, show_progress: bool, verbose: bool) -> Run:
+def _resume(
+    run: Run, total_frames: int | None, overrides: list[str] | None, *, show_progress: bool, verbose: bool
+) -> Run:
     config = run.config()
     status = run.meta().get("status")
     killed_early = status == "running" and not (run.checkpoint_dir / "last.pt").exists()
@@ -74,20 +83,43 @@ def _resume(run: Run, total_frames: int | None, *, show_progress: bool, verbose:
     if saved is not None:
         check_compatible(saved, config, run)
     run.check_readable()  # a damaged meta.json, metrics.csv or events.jsonl: refused, nothing is written
-    if saved is not None:
-        budget_left = (total_frames or config.train.total_frames) > saved["frames"]
-        if status == "finished" and not budget_left or status == "solved" and total_frames is None:
-            raise UserError(
-                f"{run.path} already ended ({status} at {saved['frames']:,} frames): nothing to "
-                "resume; add --frames N to extend its budget"
-            )
-    if total_frames is not None:
-        config.train.total_frames = total_frames
-        config.validate()
+    changes = lifecycle.resume_changes(config, overrides or [], total_frames)
+    if saved is not None and status in ("finished", "solved"):
+        _continue_ended(run, config, saved, status, changes)
+    if changes:
         run.save_config(config)
+        run.event("resume_changes", frames=saved["frames"] if saved else 0, changes=changes)
     if saved is None:
         _forget_killed_attempt(run, config)
     return _train(config, run, checkpoint=saved, show_progress=show_progress, verbose=verbose)
+
+
+def _continue_ended(run: Run, config: Config, saved: dict, status: str, changes: dict) -> None:
+    """A finished or solved run resumes only when the changes leave it something to do: a larger budget
+    (a solved run then trains on to it: its stop rule is turned off, and said so), or a new solve rule
+    (``train.solved_at`` / ``train.solved_consecutive``: the solve is judged again from the next evaluation).
+    Otherwise a :class:`UserError` with the options."""
+    frames = saved["frames"]
+    budget_left = config.train.total_frames > frames
+    rejudged = any(key in changes for key in lifecycle.SOLVE_RULE)
+    if status == "solved" and rejudged:
+        saved["progress"].update(solved_at_frames=None, consecutive_solved=0, evals_after_solved=[])
+    elif status == "solved" and budget_left and config.train.stop_when_solved:
+        if "train.stop_when_solved" in changes or "train.total_frames" not in changes:
+            budget_left = False  # solved, and told to stop when solved: it would end after one batch again
+        else:
+            config.train.stop_when_solved = False
+            changes["train.stop_when_solved"] = [True, False]
+            print(
+                f"{run.path} was solved at {saved['progress'].get('solved_at_frames') or frames:,} frames: "
+                f"training on to {config.train.total_frames:,} frames (train.stop_when_solved=false)"
+            )
+    if not budget_left:
+        raise UserError(
+            f"{run.path} already ended ({status} at {frames:,} frames): nothing to resume; add --frames N (more "
+            f"than {frames:,}) to extend its budget"
+            + (", or --set train.solved_at=X to judge the solve again" if status == "solved" else "")
+        )
 
 
 def _forget_killed_attempt(run: Run, config: Config) -> None:
@@ -250,7 +282,7 @@ class Loop:
                     status = "solved" if progress.solved_at_frames is not None else "finished"
         except StopRun as exc:
             status, reason = "failed", str(exc)
-            self.run_dir.event("stopped", reason=reason)
+            self.run_dir.event("stopped", frames=self.progress.frames, reason=reason, **exc.fields)
         except KeyboardInterrupt:
             status, reason = "interrupted", "KeyboardInterrupt"
         except Exception as exc:  # recorded, then raised: the run says what stopped it

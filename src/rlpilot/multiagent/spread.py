@@ -75,8 +75,10 @@ class SpreadVector:
         max_cycles: int = 25,
         device: torch.device | str = "cpu",
     ):
-        if not 0.0 <= local_ratio <= 1.0:
-            raise ValueError(f"local_ratio is a proportion in [0, 1], got {local_ratio}")
+        if isinstance(local_ratio, bool) or not isinstance(local_ratio, (int, float)) or not 0.0 <= local_ratio <= 1.0:
+            raise ValueError(f"local_ratio is a proportion in [0, 1], got {local_ratio!r}")
+        if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or not 1 <= max_cycles <= 1_000_000:
+            raise ValueError(f"max_cycles is a whole number of steps in [1, 1000000], got {max_cycles!r}")
         if N < 2:
             raise ValueError(f"simple_spread needs N >= 2 agents, got {N}")
         self.num_envs = num_envs

@@ -3,7 +3,9 @@ side in one vector env; per-episode CSV rows; one episode on video."""
 
 from __future__ import annotations
 
+import io
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +18,7 @@ from rlpilot.config.schema import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs.make import make_env, single_observation_space
 from rlpilot.errors import UserError
+from rlpilot.files import own_file
 from rlpilot.play.load import check_signature_fits, load_artifact, load_policy
 from rlpilot.registry import resolve_env
 from rlpilot.runs import atomic_write, load_run
@@ -143,7 +146,7 @@ def evaluate_target(
         result = evaluate(env, target.policy_for(env), episodes=episodes, seed=seed)
     finally:
         env.close()
-    csv_path = Path(csv_path) if csv_path is not None else target.default_csv
+    csv_path = Path(csv_path) if csv_path is not None else target.default_csv and own_file(target.default_csv)
     if csv_path is not None:
         extra = result.per_episode()
         rows = [",".join(["episode", "seed", "return", "length", *extra])] + [
@@ -186,7 +189,13 @@ def _recording(act, single_env, frames: list):
 def video_frame(frame) -> np.ndarray:
     """An rgb_array render as uint8 RGB: float renders in [0, 1] (MinAtar's) are scaled, and tiny
     frames (MinAtar's 10x10) are enlarged, nearest neighbour, to at least 160 px."""
-    frame = np.asarray(frame)
+    frame = None if frame is None else np.asarray(frame)
+    if frame is None or frame.ndim != 3 or frame.shape[-1] not in (3, 4) or frame.dtype.kind not in "uif":
+        what = "None" if frame is None else f"an array of shape {frame.shape} ({frame.dtype})"
+        raise UserError(
+            f"the env's render() returned {what}, not an RGB image (height, width, 3): a video needs "
+            "render_mode='rgb_array' to return frames; fix the env's render(), or leave out --video"
+        )
     if frame.dtype != np.uint8:
         frame = (np.clip(frame, 0.0, 1.0) * 255).round().astype(np.uint8)
     scale = max(1, 160 // max(frame.shape[:2]))
@@ -195,19 +204,21 @@ def video_frame(frame) -> np.ndarray:
 
 def write_frames(frames: list, path: Path, fps: int) -> None:
     frames = [video_frame(frame) for frame in frames]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    if not frames:
+        raise UserError("the episode gave no frames to record; leave out --video")
     if path.suffix.lower() == ".gif":
         from PIL import Image
 
+        buffer = io.BytesIO()
         images = [Image.fromarray(frame) for frame in frames]
-        images[0].save(tmp, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
-    else:
-        try:
-            import imageio.v2 as imageio
-        except ImportError:
-            raise UserError(
-                "MP4 needs imageio and imageio-ffmpeg: pip install 'rlpilot[video]' (or use a .gif)"
-            ) from None
+        images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+        atomic_write(path, buffer.getvalue())  # a pipe or a device is written as a stream, never replaced
+        return
+    try:
+        import imageio.v2 as imageio
+    except ImportError:
+        raise UserError("MP4 needs imageio and imageio-ffmpeg: pip install 'rlpilot[video]' (or use a .gif)") from None
+    with tempfile.TemporaryDirectory() as scratch:  # ffmpeg writes a file; rlpilot then writes the output
+        tmp = Path(scratch) / f"video{path.suffix}"
         imageio.mimwrite(tmp, frames, fps=fps, format="FFMPEG")
-    tmp.replace(path)
+        atomic_write(path, tmp.read_bytes())

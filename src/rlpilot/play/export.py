@@ -23,7 +23,7 @@ from rlpilot.controllers import RESIDUAL_FORMULAS, residual_terms
 from rlpilot.envs.make import observation_reader, to_numpy
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
-from rlpilot.play.write import FORMATS, PARITY_OBSERVATIONS, ExportResult, write_checked
+from rlpilot.play.write import FORMATS, PARITY_OBSERVATIONS, ExportResult, export_folder, write_checked
 from rlpilot.runs import load_run, versions
 
 CONTINUOUS_TOLERANCE = 1e-5
@@ -120,18 +120,23 @@ def parity_observations(policy: LoadedPolicy, count: int, seed: int) -> torch.Te
 
 
 def export_run(
-    run_path: str | Path, fmt: str, out_dir: str | Path | None = None, *, seed: int = 0, checkpoint: str = "last"
+    run_path: str | Path,
+    fmt: str,
+    out_dir: str | Path | None = None,
+    *,
+    seed: int = 0,
+    checkpoint: str = "last",
+    force: bool = False,
 ) -> ExportResult:
+    """``force``: replace another run's export in ``out_dir`` (refused otherwise)."""
     if fmt not in FORMATS:
         raise UserError(f"unknown export format '{fmt}': choose one of {', '.join(FORMATS)}")
     run_path = Path(run_path)
-    out_dir = Path(out_dir) if out_dir is not None else run_path / "export"
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"--out {out_dir} is a file, not a folder: choose a folder for the export")
+    out_dir = export_folder(run_path, out_dir)
     if load_run(run_path).config().kind == "multiagent":  # the agents are a dimension of the artifact's input
         from rlpilot.play.group import export_group
 
-        return export_group(run_path, fmt, out_dir, seed=seed, checkpoint=checkpoint)
+        return export_group(run_path, fmt, out_dir, seed=seed, checkpoint=checkpoint, force=force)
     policy = load_policy(run_path, checkpoint)
     config = policy.run.config()
     probe_env = policy.make_env(num_envs=1)
@@ -165,7 +170,7 @@ def export_run(
         inputs = (observations, rollout_states(module, observations, PARITY_ENVS))
     signature = _signature(fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size)
     tolerance = CONTINUOUS_TOLERANCE if base is None else BASE_TOLERANCE
-    return write_checked(module, inputs, fmt, out_dir, signature, tolerance)
+    return write_checked(module, inputs, fmt, out_dir, signature, tolerance, force=force)
 
 
 def _signature(

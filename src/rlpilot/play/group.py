@@ -20,8 +20,10 @@ import torch
 from rlpilot import registry
 from rlpilot.config.schema import EnvConfig
 from rlpilot.errors import UserError
+from rlpilot.files import own_file
 from rlpilot.multiagent.envs import make_vector
 from rlpilot.multiagent.trainable import greedy_episodes
+from rlpilot.play.load import refuse_nonfinite
 from rlpilot.runs import Run, atomic_write, check_compatible, load_run, versions
 
 CONTROLLERS = ("random", "heuristic")
@@ -47,6 +49,7 @@ def load_group_policy(path: str | Path, checkpoint: str = "last"):
         raise UserError(
             f"checkpoint {checkpoint}.pt does not fit the run's config: {str(exc).splitlines()[0]}"
         ) from None
+    refuse_nonfinite(algo.greedy_module.state_dict(), f"{run.checkpoint_dir / checkpoint}.pt")
     return run, algo
 
 
@@ -137,7 +140,7 @@ def evaluate_group(
     env = make_vector(play.env_config, episodes, seed=seed)
     per_agent, task = greedy_episodes(env, play.policy_for(env), seed=seed)
     env.close()
-    csv_path = Path(csv_path) if csv_path is not None else play.default_csv
+    csv_path = Path(csv_path) if csv_path is not None else play.default_csv and own_file(play.default_csv)
     if csv_path is not None:
         header = ["episode", "seed", "return", *(f"return_agent{i}" for i in range(per_agent.shape[1]))]
         rows = [",".join(header)] + [
@@ -172,22 +175,20 @@ def record_group_video(play: GroupPlay, path: Path, *, seed: int, fps: int = 10)
     return path
 
 
-def export_group(run_path, fmt: str, out_dir, *, seed: int = 0, checkpoint: str = "last"):
+def export_group(run_path, fmt: str, out_dir, *, seed: int = 0, checkpoint: str = "last", force: bool = False):
     """The group's greedy policy as one artifact (``[batch, n_agents, obs] -> [batch, n_agents]``),
     parity-checked on observations from real rollouts (greedy with 30% random actions)."""
-    from rlpilot.play.write import FORMATS, PARITY_OBSERVATIONS, write_checked
+    from rlpilot.play.write import FORMATS, PARITY_OBSERVATIONS, export_folder, write_checked
 
     run_path = Path(run_path)
-    out_dir = Path(out_dir) if out_dir is not None else run_path / "export"
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"--out {out_dir} is a file, not a folder: choose a folder for the export")
+    out_dir = export_folder(run_path, out_dir)
     run, algo = load_group_policy(run_path, checkpoint)
     config = run.config()
     env = make_vector(config.env, 8, seed=seed)
     observations = parity_group_observations(env, algo.greedy_action, PARITY_OBSERVATIONS // env.n_agents, seed)
     signature = _group_signature(fmt, FORMATS[fmt], env, config, run, checkpoint)
     env.close()
-    return write_checked(algo.greedy_module.eval(), observations, fmt, out_dir, signature, 0.0)
+    return write_checked(algo.greedy_module.eval(), observations, fmt, out_dir, signature, 0.0, force=force)
 
 
 def parity_group_observations(env, policy, count: int, seed: int) -> torch.Tensor:

@@ -55,7 +55,27 @@ def load_policy(path: str | Path, checkpoint: str = "last") -> LoadedPolicy:
         raise UserError(
             f"checkpoint {checkpoint}.pt does not fit the run's config: {str(exc).splitlines()[0]}"
         ) from None
+    refuse_nonfinite(
+        {**algo.greedy_module.state_dict(), **{f"obs_norm.{k}": v for k, v in (state["obs_norm"] or {}).items()}},
+        f"{run.checkpoint_dir / checkpoint}.pt",
+    )
     return LoadedPolicy(run, algo, state["obs_norm"], checkpoint)
+
+
+def refuse_nonfinite(tensors: dict, where: str) -> None:
+    """A :class:`UserError` when a floating tensor of ``tensors`` holds NaN or inf: a diverged policy acts
+    arbitrarily (an all-NaN discrete actor plays action 0), so it is neither played nor exported."""
+    bad = [
+        name
+        for name, value in tensors.items()
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all())
+    ]
+    if bad:
+        raise UserError(
+            f"{where} holds non-finite weights (NaN or inf in {', '.join(bad[:3])}"
+            f"{f' and {len(bad) - 3} more' if len(bad) > 3 else ''}): the policy diverged; use --checkpoint best "
+            "or an earlier run, or retrain (rlpilot doctor RUN says why it diverged)"
+        )
 
 
 class StatefulArtifact:

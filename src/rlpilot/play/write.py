@@ -4,6 +4,7 @@ before it is kept (staged beside the output folder: a failed export leaves nothi
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -15,7 +16,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from rlpilot.play.load import load_artifact
+from rlpilot.errors import UserError
+from rlpilot.files import atomic_write, dumps, refuse_links
+from rlpilot.play.load import load_artifact, refuse_nonfinite
 
 FORMATS = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.ts.pt"}
 PARITY_OBSERVATIONS = 1000
@@ -43,8 +46,10 @@ def write_artifact(module: nn.Module, fmt: str, examples: tuple[torch.Tensor, ..
     batch = torch.export.Dim("batch", min=1)
     names = INPUT_NAMES[: len(examples)]
     dynamic = {name: {0: batch} for name in names}
-    if fmt == "pt2":
-        torch.export.save(torch.export.export(module, examples, dynamic_shapes=dynamic), str(path))
+    if fmt == "pt2":  # into memory, then written by Python: torch's C++ writer aborts the process on EFBIG
+        buffer = io.BytesIO()
+        torch.export.save(torch.export.export(module, examples, dynamic_shapes=dynamic), buffer)
+        atomic_write(path, buffer.getvalue())
     elif fmt == "onnx":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -60,12 +65,44 @@ def write_artifact(module: nn.Module, fmt: str, examples: tuple[torch.Tensor, ..
                 verbose=False,
             )
     else:
-        torch.jit.trace(module, examples).save(str(path))
+        buffer = io.BytesIO()
+        torch.jit.save(torch.jit.trace(module, examples), buffer)
+        atomic_write(path, buffer.getvalue())
 
 
 def _as_tuple(value) -> tuple[torch.Tensor, ...]:
     """One tensor or several (a stateful controller's inputs and outputs) as a tuple."""
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def export_folder(run_path: Path, out_dir: str | Path | None) -> Path:
+    """Where an export goes: ``out_dir``, or ``RUN/export`` (which must not be a symbolic link: a run's files
+    stay inside it). A file there is a :class:`UserError`."""
+    if out_dir is None:
+        refuse_links(run_path, ("export",))
+        out_dir = run_path / "export"
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} is a file, not a folder: choose a folder for the export")
+    return out_dir
+
+
+def _refuse_foreign(out_dir: Path, run: str, force: bool) -> None:
+    """``out_dir`` holding another run's export (a signature naming another run) is refused unless ``force``:
+    an export silently replacing one of another run's would leave a folder whose files disagree."""
+    if force or not out_dir.is_dir():
+        return
+    for path in sorted(out_dir.glob("*.json")):
+        try:
+            other = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(other, dict) and isinstance(other.get("run"), str) and "format" in other:
+            if Path(other["run"]).resolve() != Path(run).resolve():
+                raise UserError(
+                    f"{out_dir} holds an export of another run ({other['run']}, {path.name}): choose another --out, "
+                    "or add --force to replace it"
+                )
 
 
 def write_checked(
@@ -75,11 +112,15 @@ def write_checked(
     out_dir: Path,
     signature: dict,
     tolerance: float,
+    *,
+    force: bool = False,
 ) -> ExportResult:
     """Writes ``module`` as ``fmt`` into ``out_dir`` with its signature, after checking that the artifact
     (reloaded the way ``eval`` loads it) acts like the live module on ``inputs`` (observations, and the states
     a stateful controller carries into them): identical discrete actions, continuous ones (and next states)
     within ``tolerance``. Staged beside ``out_dir``: a failed export leaves nothing."""
+    _refuse_foreign(out_dir, signature["run"], force)
+    refuse_nonfinite(module.state_dict(), f"the policy of {signature['run']}")
     inputs = _as_tuple(inputs)
     observations = inputs[0]
     with torch.inference_mode():
@@ -89,7 +130,7 @@ def write_checked(
     try:
         artifact = staging / FORMATS[fmt]
         write_artifact(module, fmt, tuple(x[:4].clone() for x in inputs), artifact)
-        (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
+        (staging / f"{artifact.name}.json").write_text(dumps(signature, indent=2) + "\n")
         run_exported, _ = load_artifact(artifact, trusted=True)  # the file this process just wrote
         raw = getattr(run_exported, "raw", None)  # a stateful artifact: the pure (observation, state) function
         exported = _as_tuple(raw(*(x.numpy() for x in inputs)) if raw else run_exported(observations.numpy()))
@@ -111,7 +152,7 @@ def write_checked(
         }
         if len(inputs) > 1:
             signature["parity"]["state"] = "each observation with the state the live controller carried into it"
-        (staging / f"{artifact.name}.json").write_text(json.dumps(signature, indent=2) + "\n")
+        (staging / f"{artifact.name}.json").write_text(dumps(signature, indent=2) + "\n")
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / artifact.name
         os.replace(artifact, final)  # the artifact first; the signature, written last, marks a complete export
