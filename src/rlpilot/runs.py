@@ -277,14 +277,18 @@ class Run:
                     "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 }
             )
-        except OSError as exc:  # nothing half-written is left: the folder goes (or is emptied) again
+        except (
+            BaseException
+        ) as exc:  # a write error or a signal: nothing half-written is left (folder removed or emptied)
             run.unlock()
             if created:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 for child in path.iterdir():
                     child.unlink(missing_ok=True)
-            raise UserError(f"cannot write to run directory {path}: {exc.strerror or exc}") from None
+            if isinstance(exc, OSError):
+                raise UserError(f"cannot write to run directory {path}: {exc.strerror or exc}") from None
+            raise
         return run
 
     # -- one writer at a time ----------------------------------------------------------------

@@ -92,12 +92,12 @@ def test_a_second_sweep_on_a_folder_is_refused_and_members_are_taken_under_their
 def test_export_into_another_runs_export_is_refused_without_force(capsys, run, tmp_path):
     other = tmp_path / "other"
     shutil.copytree(run, other)
-    assert main(["export", str(run), "--format", "torchscript"]) == 0
+    assert main(["export", "--trust-code", str(run), "--format", "torchscript"]) == 0
     before = files(run / "export")
-    line = error_line(capsys, ["export", other, "--format", "torchscript", "--out", run / "export"])
+    line = error_line(capsys, ["export", "--trust-code", other, "--format", "torchscript", "--out", run / "export"])
     assert "another run" in line and "--force" in line
     assert files(run / "export") == before
-    assert main(["export", str(other), "--format", "torchscript", "--out", str(run / "export"), "--force"]) == 0
+    assert main(["export", "--trust-code", str(other), "--format", "torchscript", "--out", str(run / "export"), "--force"]) == 0
     assert str(other) in (run / "export" / "policy.ts.pt.json").read_text()
 
 
@@ -107,8 +107,8 @@ def test_non_finite_weights_are_neither_played_nor_exported(capsys, run):
     for value in saved["state"]["algo"]["actor"].values():
         value.fill_(float("nan"))
     torch.save(saved, checkpoint)
-    assert "non-finite weights" in error_line(capsys, ["eval", run, "--episodes", 2])
-    assert "non-finite weights" in error_line(capsys, ["export", run, "--format", "torchscript"])
+    assert "non-finite weights" in error_line(capsys, ["eval", "--trust-code", run, "--episodes", 2])
+    assert "non-finite weights" in error_line(capsys, ["export", "--trust-code", run, "--format", "torchscript"])
     assert not (run / "export").exists()
 
 
@@ -165,7 +165,7 @@ def test_a_target_keeps_its_kind_after_a_write(tmp_path_factory, kind, data):
 
 
 def test_eval_csv_onto_a_full_device_is_one_line(capsys, run):
-    assert "No space left" in error_line(capsys, ["eval", run, "--episodes", 2, "--csv", "/dev/full"])
+    assert "No space left" in error_line(capsys, ["eval", "--trust-code", run, "--episodes", 2, "--csv", "/dev/full"])
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
     with pytest.raises(RunWriteError):
         atomic_write(Path("/dev/full"), b"x")
@@ -181,7 +181,7 @@ def test_a_resume_never_writes_through_a_link_in_the_run(capsys, run, tmp_path, 
         shutil.move(str(moved), str(target))
     moved.symlink_to(target)
     before = {p.name: p.stat().st_mtime_ns for p in outside.rglob("*")}
-    line = error_line(capsys, ["train", "--resume", run, "--frames", 512, "-q"])
+    line = error_line(capsys, ["train", "--trust-code", "--resume", run, "--frames", 512, "-q"])
     assert "symbolic link" in line and name in line
     assert {p.name: p.stat().st_mtime_ns for p in outside.rglob("*")} == before
 
@@ -290,7 +290,7 @@ def test_arm_kwargs_that_are_not_finite_are_one_line(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name, args", [("eval.csv", ["eval", "{run}", "--episodes", "2"]), ("curve.png", ["plot", "{run}"])]
+    "name, args", [("eval.csv", ["eval", "--trust-code", "{run}", "--episodes", "2"]), ("curve.png", ["plot", "{run}"])]
 )
 def test_default_outputs_in_a_run_never_write_through_a_link(capsys, run, tmp_path, name, args):
     outside = tmp_path / "outside"

@@ -59,14 +59,14 @@ def swap_env(run: Path, env: str) -> None:
 @pytest.mark.parametrize("env, needle", [("RenderNone", "returned None"), ("RenderFlat", "shape (12,)")])
 def test_a_video_of_an_env_that_renders_no_image_is_one_line(capsys, run, tmp_path, env, needle):
     swap_env(run, env)
-    assert needle in error_line(capsys, ["eval", run, "--episodes", 1, "--video", tmp_path / "v.gif"])
+    assert needle in error_line(capsys, ["eval", "--trust-code", run, "--episodes", 1, "--video", tmp_path / "v.gif"])
     assert not (tmp_path / "v.gif").exists()
 
 
 @pytest.mark.parametrize("env, needle", [("RaisesOnStep", "boom"), ("ShortStepTuple", "step must return")])
 def test_eval_of_an_env_that_breaks_is_one_line(capsys, run, env, needle):
     swap_env(run, env)
-    line = error_line(capsys, ["eval", run, "--episodes", 2])
+    line = error_line(capsys, ["eval", "--trust-code", run, "--episodes", 2])
     assert needle in line and f"envs_for_tests:{env}" in line
     assert not (run / "eval.csv").exists()
 
@@ -85,11 +85,11 @@ def file_size_limit(limit: int):
 
 def test_a_file_size_limit_during_export_and_resume_is_one_line(capsys, run, tmp_path):
     with file_size_limit(4096):
-        line = error_line(capsys, ["export", run, "--format", "torchscript", "--out", tmp_path / "exp"])
+        line = error_line(capsys, ["export", "--trust-code", run, "--format", "torchscript", "--out", tmp_path / "exp"])
         assert "File too large" in line
         assert not (tmp_path / "exp").exists() or not any((tmp_path / "exp").iterdir())
         before = (run / "checkpoints" / "last.pt").read_bytes()
-        line = error_line(capsys, ["train", "--resume", run, "--frames", 512, "-q"])
+        line = error_line(capsys, ["train", "--trust-code", "--resume", run, "--frames", 512, "-q"])
     assert "File too large" in line
     assert (run / "checkpoints" / "last.pt").read_bytes() == before  # the last good checkpoint stays
 
@@ -141,10 +141,10 @@ def read_only(root: Path, monkeypatch):
 @pytest.mark.parametrize(
     "args",
     [
-        ["train", "--resume", "{run}", "--frames", "512", "-q"],
+        ["train", "--trust-code", "--resume", "{run}", "--frames", "512", "-q"],
         ["plot", "{run}"],
-        ["export", "{run}", "--format", "torchscript"],
-        ["eval", "{run}", "--episodes", "1"],
+        ["export", "--trust-code", "{run}", "--format", "torchscript"],
+        ["eval", "--trust-code", "{run}", "--episodes", "1"],
     ],
 )
 def test_a_read_only_run_directory_is_one_line(capsys, run, monkeypatch, args):
@@ -155,7 +155,7 @@ def test_a_read_only_run_directory_is_one_line(capsys, run, monkeypatch, args):
     assert files(run) == before
 
 
-@pytest.mark.parametrize("verb", [["plot"], ["doctor"], ["train", "--resume"]])
+@pytest.mark.parametrize("verb", [["plot"], ["doctor"], ["train", "--trust-code", "--resume"]])
 def test_a_folder_where_a_run_file_belongs_is_one_line(capsys, run, verb):
     (run / "metrics.csv").unlink()
     (run / "metrics.csv").mkdir()

@@ -36,7 +36,7 @@ def run(solved, tmp_path) -> Path:
 
 def test_a_solved_run_extended_with_frames_trains_on_to_them(run, capsys):
     solved_at = load_run(run).solved_at_frames
-    assert main(["train", "--resume", str(run), "--frames", "768", "-q"]) == 0
+    assert main(["train", "--trust-code", "--resume", str(run), "--frames", "768", "-q"]) == 0
     out = capsys.readouterr().out
     record = load_run(run)
     assert record.frames == 768 and record.status == "solved" and record.solved_at_frames == solved_at, out
@@ -49,7 +49,7 @@ def test_a_solved_run_extended_with_frames_trains_on_to_them(run, capsys):
 
 def test_a_new_solve_rule_judges_the_run_again(run, capsys):
     """A threshold no evaluation reaches: the solve is forgotten and the run goes on to its budget."""
-    args = ["train", "--resume", str(run), "--frames", "768", "--set", "train.solved_at=1000", "-q"]
+    args = ["train", "--trust-code", "--resume", str(run), "--frames", "768", "--set", "train.solved_at=1000", "-q"]
     assert main(args) == 0
     record = load_run(run)
     assert record.status == "finished" and record.frames == 768 and record.solved_at_frames is None
@@ -57,9 +57,9 @@ def test_a_new_solve_rule_judges_the_run_again(run, capsys):
 
 def test_a_solved_run_without_changes_says_how_to_extend_it(run, capsys):
     before = files(run)
-    line = error_line(capsys, ["train", "--resume", run])
+    line = error_line(capsys, ["train", "--trust-code", "--resume", run])
     assert "already ended (solved" in line and "--frames N" in line
-    line = error_line(capsys, ["train", "--resume", run, "--set", "train.log_every_frames=512"])
+    line = error_line(capsys, ["train", "--trust-code", "--resume", run, "--set", "train.log_every_frames=512"])
     assert "--frames N" in line
     assert files(run) == before
 
@@ -76,7 +76,7 @@ def test_a_solved_run_without_changes_says_how_to_extend_it(run, capsys):
 )
 def test_other_changes_are_refused_and_nothing_is_written(run, capsys, extra, needle):
     before = files(run)
-    line = error_line(capsys, ["train", "--resume", run, "--frames", 4096, *extra])
+    line = error_line(capsys, ["train", "--trust-code", "--resume", run, "--frames", 4096, *extra])
     assert needle in line
     assert files(run) == before
 
