@@ -314,9 +314,29 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         checkpoint=args.checkpoint,
         backend=args.backend,
         controller=args.controller,
+        controller_kwargs=_controller_kwargs(args),
     )
     _print_episodes(args, "mean", result.returns, list(result.per_episode().items()), {})
     return _print_files(csv_path, video)
+
+
+def _controller_kwargs(args: argparse.Namespace) -> dict | None:
+    """``--controller-kwargs`` as a mapping (parsed within the YAML bounds); None when not given."""
+    if args.controller_kwargs is None:
+        return None
+    if args.controller is None:
+        raise UserError("--controller-kwargs builds the controller named by --controller: add --controller NAME")
+    import yaml
+
+    from rlpilot.config.safe_yaml import load
+
+    try:
+        kwargs = load(args.controller_kwargs, source="--controller-kwargs")
+    except yaml.YAMLError as exc:
+        raise UserError(f"--controller-kwargs is not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(kwargs, dict):
+        raise UserError(f"--controller-kwargs: a YAML mapping such as '{{kp: 2.0}}' (got {args.controller_kwargs!r})")
+    return kwargs
 
 
 def _print_episodes(args: argparse.Namespace, what: str, returns, columns: list, task: dict) -> None:
@@ -482,10 +502,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--controller",
-        choices=["pd", "pid", "random", "heuristic"],
-        help="play a baseline instead of the policy, on the run's env or ENV: pd (IK + PD), pid (with an "
+        metavar="NAME",
+        help="play a controller instead of the policy, on the run's env or ENV: your own package.module:Class "
+        "(rlpilot.controllers.Controller; docs/your-controller.md), the arm's pd (IK + PD) or pid (with an "
         "anti-windup integral; on Reacher-v5 the same PD), random; multi-agent simple_spread: heuristic "
         "(each agent to its landmark in the least-distance assignment), random",
+    )
+    p.add_argument(
+        "--controller-kwargs",
+        metavar="YAML",
+        help="what --controller is built with, as a YAML mapping ('{kp: 2.0, ki: 0.5}'); default: none, or a run's "
+        "env.base_controller_kwargs for its own base controller",
     )
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")
