@@ -433,19 +433,20 @@ def check_controller(controller, name: str, observation_space, action_space, *, 
         if not names or not all(isinstance(n, str) for n in names):
             raise UserError(
                 f"env.residual_mode=gains schedules the controller's gain_names; '{name}' declares none: add "
-                f"gain_names = ('kp', ...) and forward(observation, gains) multiplying each by gains[:, i] ({GUIDE})"
+                f"gain_names = ('kp', ...), each scaled by gains[:, i] in forward(observation, gains) ({GUIDE})"
             )
         ones = torch.ones(2, len(names))
         scheduled = _try(controller, name, observation, ones, f" with gains of shape {tuple(ones.shape)} ({names})")
         if not isinstance(scheduled, torch.Tensor) or scheduled.shape != action.shape:
+            got = tuple(scheduled.shape) if isinstance(scheduled, torch.Tensor) else type(scheduled).__name__
             raise UserError(
-                f"controller '{name}' with gains returns {getattr(scheduled, 'shape', type(scheduled).__name__)}, "
-                f"without {tuple(action.shape)}: gains multiply its gain_names {names}, the action keeps its shape"
+                f"controller '{name}' given gains of shape {tuple(ones.shape)} (gain_names {names}) returns {got}, "
+                f"not {tuple(action.shape)}: gains[:, i] scales gain_names[i], for those names only"
             )
         if not torch.allclose(scheduled, action, atol=1e-6, equal_nan=True):
             raise UserError(
-                f"controller '{name}' with gains of ones acts differently than without gains: gains[:, i] multiplies "
-                f"gain_names[i] of {names} (ones: the gains as commissioned)"
+                f"controller '{name}' acts differently with gains of ones than without: gains[:, i] multiplies "
+                f"gain_names[i] of {names} (ones: as commissioned)"
             )
     reset = getattr(controller, "reset", None)
     if reset is not None:
@@ -481,9 +482,8 @@ def exportable(controller, name: str, observation_dim: int, gains: int = 0) -> N
     except Exception as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(
-            f"controller '{name}' cannot be exported with the policy ({type(exc).__name__}: {reason[:200]}): write "
-            "its forward with torch operations only: no numpy, no .item() or float(tensor), no Python if/while on "
-            f"tensor values (torch.where instead) ({GUIDE})"
+            f"controller '{name}' cannot be exported with the policy: use torch operations only (no numpy, .item() "
+            f"or Python if on tensor values: torch.where) ({GUIDE}); torch: {reason[:60]}"
         ) from None
 
 
