@@ -371,9 +371,8 @@ def base_controller(name: str, env_id: str, kwargs: dict | None = None):
     if env_id in REACHER_IDS:  # reaching a fixed target: a PD has no steady-state error to integrate (see above)
         return _construct(ReacherPD, name, kwargs)
     raise UserError(
-        f"--controller {name} / env.base_controller={name} is the inverse-kinematics controller of the arm envs "
-        f"({', '.join((*REACHER_IDS, *TRACK_IDS))}); for '{env_id}' name your own: --controller package.module:Class "
-        f"or env.base_controller=package.module:Class ({GUIDE})"
+        f"{name} is the inverse-kinematics controller of the arm envs ({', '.join((*REACHER_IDS, *TRACK_IDS))}); "
+        f"for '{env_id}' name your own, package.module:Class ({GUIDE}), or try --controller random"
     )
 
 

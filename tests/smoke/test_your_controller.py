@@ -89,7 +89,7 @@ def test_bad_controllers_are_one_line(capsys):
     line = one_line_error(capsys, "train", "ppo", PLANT, *plain, *TINY)
     assert "declares none" in line and "gain_names" in line
     line = one_line_error(capsys, "train", "ppo", PLANT, "--set", "env.base_controller=pd", *TINY)
-    assert "name your own" in line
+    assert "name your own" in line and "package.module:Class" in line
     line = one_line_error(capsys, "train", "ppo", PLANT, "--set", "env.base_controller=not a class", *TINY)
     assert "package.module:Class" in line
 
