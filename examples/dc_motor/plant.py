@@ -74,9 +74,7 @@ class ConveyorAxis(gym.Env):
 
     def _obs(self) -> np.ndarray:
         ref, ref_velocity = self._reference(self.t * DT)
-        return np.array(
-            [ref - self.position, ref_velocity - self.velocity, ref, ref_velocity], dtype=np.float32
-        )
+        return np.array([ref - self.position, ref_velocity - self.velocity, ref, ref_velocity], dtype=np.float32)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

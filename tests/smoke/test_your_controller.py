@@ -232,3 +232,33 @@ def test_a_run_naming_a_user_controller_needs_trust_code(tmp_path):
     atomic_write(tmp_path / "meta.json", "{}")
     found = target_code(tmp_path)
     assert found is not None and "controller 'mypkg.ctrl:MyPID'" in found and "mypkg.ctrl" in found
+
+
+def test_the_example_plant_and_its_pid_follow_the_protocol(monkeypatch):
+    """examples/dc_motor (docs/your-controller.md): the PID fits the axis (one command, three schedulable
+    gains, an integral) and exports; the plant's disturbances act."""
+    from rlpilot.controllers import check_controller, exportable
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
+    from dc_motor.pid import AxisPID as ExamplePID
+    from dc_motor.plant import ConveyorAxis, RandomizedConveyorAxis
+
+    plant = ConveyorAxis()
+    pid = ExamplePID()
+    check_controller(pid, "dc_motor.pid:AxisPID", plant.observation_space, plant.action_space, gains=True)
+    exportable(pid, "dc_motor.pid:AxisPID", 4, gains=3)
+    finals = []
+    for dynamics in ({}, {"load_torque": 1.5}, {"friction": 1.5}, {"delay": 2}):
+        env = ConveyorAxis(**dynamics)
+        observation, _ = env.reset(seed=0)
+        pid.reset(None)
+        errors = 0.0
+        for _ in range(80):  # a hold, then a move
+            with torch.no_grad():
+                action = pid(torch.as_tensor(observation)[None])[0].numpy()
+            observation, *_ = env.step(action)
+            errors += abs(float(observation[0]))
+        finals.append(round(errors, 6))
+    assert len(set(finals)) == 4, finals  # each disturbance changes the motion
+    drawn = RandomizedConveyorAxis()
+    assert drawn.reset(seed=1)[1]["dynamics"] != drawn.reset(seed=2)[1]["dynamics"]
