@@ -262,3 +262,24 @@ def test_the_example_plant_and_its_pid_follow_the_protocol(monkeypatch):
     assert len(set(finals)) == 4, finals  # each disturbance changes the motion
     drawn = RandomizedConveyorAxis()
     assert drawn.reset(seed=1)[1]["dynamics"] != drawn.reset(seed=2)[1]["dynamics"]
+
+
+@pytest.mark.slow  # Optuna storage and 8 evaluations: ~40 s on this loaded machine
+def test_tune_searches_the_users_controller_gains_and_checks_them_on_fresh_episodes(capsys, tmp_path):
+    pytest.importorskip("optuna")
+    out = tmp_path / "tune"
+    args = ["tune", PLANT, "--controller", PID, "--param", "kp=0.3:30:log", "--controller-kwargs", "{ki: 0.0}"]
+    args += ["--trials", 3, "--episodes", 4, "--check-episodes", 4, "--out", out]
+    code, text, err = rlpilot(capsys, *args)
+    assert code == 0, err
+    result = json.loads((out / "tune.json").read_text())
+    best = result["best"]
+    assert set(best) == {"kp", "ki"} and best["ki"] == 0.0 and 0.3 <= best["kp"] <= 30
+    # the tuning score is the controller's mean return on episodes 0-3, played by hand here
+    assert result["tuning"]["mean_return"] == pytest.approx(hand_played_returns(AxisPID(**best), 4, 0).mean(), abs=1e-3)
+    assert "check (4 fresh episodes from 1000)" in text and "commissioned" in text
+    config = __import__("yaml").safe_load((out / "best.yaml").read_text())
+    assert config["env"] == {"base_controller": PID, "base_controller_kwargs": best}
+    code, again, _ = rlpilot(capsys, *args)  # the same command continues the study: nothing left to run
+    assert code == 0 and json.loads((out / "tune.json").read_text())["trials"] == 3
+    assert "--param" in one_line_error(capsys, "tune", PLANT, "--controller", PID, "--out", out)
