@@ -264,7 +264,7 @@ def test_the_example_plant_and_its_pid_follow_the_protocol(monkeypatch):
     assert drawn.reset(seed=1)[1]["dynamics"] != drawn.reset(seed=2)[1]["dynamics"]
 
 
-@pytest.mark.slow  # Optuna storage and 8 evaluations: ~40 s on this loaded machine
+@pytest.mark.slow  # Optuna storage and 10 evaluations: 12-40 s on this 2-core machine, by its load
 def test_tune_searches_the_users_controller_gains_and_checks_them_on_fresh_episodes(capsys, tmp_path):
     pytest.importorskip("optuna")
     out = tmp_path / "tune"
