@@ -27,6 +27,24 @@ def flatten(observation) -> np.ndarray:
     return np.asarray(observation, np.float32).ravel()
 
 
+def make(spec: dict) -> gym.Env:
+    """The env the signature names: a gymnasium id, or your own class (``package.module:Class``, imported from
+    the working directory or the path, as rlpilot does; the trust was yours when you exported it)."""
+    module_name, _, name = spec["id"].partition(":")
+    if name:
+        import importlib
+        import os
+        import sys
+
+        sys.path.append(os.getcwd())
+        env_class = getattr(importlib.import_module(module_name), name, None)
+        if isinstance(env_class, type) and issubclass(env_class, gym.Env):
+            env = env_class(**spec["kwargs"])
+            steps = spec["max_episode_steps"]
+            return gym.wrappers.TimeLimit(env, steps) if steps else env
+    return gym.make(spec["id"], max_episode_steps=spec["max_episode_steps"], **spec["kwargs"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="policy.onnx written by rlpilot export")
@@ -41,7 +59,7 @@ def main() -> None:
         from rlpilot.arm import register_envs
 
         register_envs()
-    env = gym.make(spec["id"], max_episode_steps=spec["max_episode_steps"], **spec["kwargs"])
+    env = make(spec)
     discrete = signature["action"]["type"] == "discrete"
     state_size = (signature.get("state") or {}).get("size", 0)
     returns = []

@@ -68,6 +68,8 @@ def valid_text(rule, type_name: str) -> str:
     parts = []
     if "choices" in rule:
         parts.append(", ".join(f"`{c}`" for c in rule["choices"]))
+    if "controller" in rule:
+        parts.append(", ".join(f"`{c}`" for c in rule["controller"]) + ", `package.module:Class`")
     if "gt" in rule:
         parts.append(f"> {rule['gt']:g}")
     if "ge" in rule and "le" in rule:

@@ -26,6 +26,7 @@ TARGETS = (
     ROOT / "docs" / "multi-agent.md",
     ROOT / "docs" / "pixels.md",
     ROOT / "docs" / "llm.md",
+    ROOT / "docs" / "your-controller.md",
 )
 ARM_NAMES = {"preset": "preset vs preset (what a user gets)", "same": "same settings (implementation speed)"}
 
@@ -842,6 +843,19 @@ SOURCES = {
     "llc_sb3": ("llc_sb3-*.json", reacher_sb3_table),
     "reacher_td3_sb3": ("reacher_td3_sb3-*.json", reacher_sb3_table),
 }
+
+
+def dc_motor_table(path: Path) -> str:
+    """docs/your-controller.md: examples/dc_motor/compare.py's table and its stamp."""
+    record = json.loads(path.read_text())
+    return (
+        f"{record['table']}\n\nSource: `{path.relative_to(ROOT)}` (commit {record['commit']}, {record['date']}, "
+        f"while other jobs\nshared the 2 cores); command: `cd examples && {record['command'].split(' --group')[0]}`"
+        " with the two groups above."
+    )
+
+
+SOURCES["dc_motor"] = ("dc_motor-*.json", dc_motor_table)
 
 
 def tables() -> dict[str, str]:

@@ -261,6 +261,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
+    if args.controller:
+        return _tune_controller(args)
     from rlpilot.registry import preset_text
 
     preset_text(args.preset)  # an unknown preset: one line with close matches
@@ -342,9 +344,63 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         checkpoint=args.checkpoint,
         backend=args.backend,
         controller=args.controller,
+        controller_kwargs=_controller_kwargs(args),
     )
     _print_episodes(args, "mean", result.returns, list(result.per_episode().items()), {})
     return _print_files(csv_path, video)
+
+
+def _tune_controller(args: argparse.Namespace) -> int:
+    """``rlpilot tune ENV --controller package.module:Class --param kp=...``: classical tuning of its gains."""
+    for flag in ("trials", "episodes"):
+        if getattr(args, flag) <= 0:
+            raise UserError(f"--{flag} must be positive (got {getattr(args, flag)})")
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise UserError("rlpilot tune needs Optuna: pip install 'rlpilot[tune]'") from None
+    from rlpilot.check import env_config
+    from rlpilot.registry import resolve_env
+
+    env_cfg = env_config(args.preset, args.set)
+    resolve_env(env_cfg.id)
+    import_torchrl()
+    from rlpilot.tune import controller_space, tune_controller
+
+    result = tune_controller(
+        env_cfg,
+        args.controller,
+        controller_space(args.param),
+        fixed=_controller_kwargs(args) or {},
+        trials=args.trials,
+        episodes=args.episodes,
+        seed_start=args.seed_start,
+        check_episodes=args.check_episodes,
+        check_seed_start=args.check_seed_start,
+        out=args.out or f"runs/tune-{args.controller.replace(':', '-')}",
+        storage=args.storage,
+    )
+    print(result["text"])
+    return 0
+
+
+def _controller_kwargs(args: argparse.Namespace) -> dict | None:
+    """``--controller-kwargs`` as a mapping (parsed within the YAML bounds); None when not given."""
+    if args.controller_kwargs is None:
+        return None
+    if args.controller is None:
+        raise UserError("--controller-kwargs builds the controller named by --controller: add --controller NAME")
+    import yaml
+
+    from rlpilot.config.safe_yaml import load
+
+    try:
+        kwargs = load(args.controller_kwargs, source="--controller-kwargs")
+    except yaml.YAMLError as exc:
+        raise UserError(f"--controller-kwargs is not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(kwargs, dict):
+        raise UserError(f"--controller-kwargs: a YAML mapping such as '{{kp: 2.0}}' (got {args.controller_kwargs!r})")
+    return kwargs
 
 
 def _print_episodes(args: argparse.Namespace, what: str, returns, columns: list, task: dict) -> None:
@@ -522,10 +578,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--controller",
-        choices=["pd", "pid", "random", "heuristic"],
-        help="play a baseline instead of the policy, on the run's env or ENV: pd (IK + PD), pid (with an "
+        metavar="NAME",
+        help="play a controller instead of the policy, on the run's env or ENV: your own package.module:Class "
+        "(rlpilot.controllers.Controller; docs/your-controller.md), the arm's pd (IK + PD) or pid (with an "
         "anti-windup integral; on Reacher-v5 the same PD), random; multi-agent simple_spread: heuristic "
         "(each agent to its landmark in the least-distance assignment), random",
+    )
+    p.add_argument(
+        "--controller-kwargs",
+        metavar="YAML",
+        help="what --controller is built with, as a YAML mapping ('{kp: 2.0, ki: 0.5}'); default: none, or a run's "
+        "env.base_controller_kwargs for its own base controller",
     )
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")
@@ -574,7 +637,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser(
         "tune", help="hyperparameter search on Optuna: K seeds a trial, resumable, checked on fresh seeds"
     )
-    p.add_argument("preset")
+    p.add_argument(
+        "preset",
+        metavar="PRESET|ENV",
+        help="a preset; with --controller, the env (--set env.kwargs=... for its dynamics)",
+    )
     p.add_argument("--trials", type=int, default=20, help="trials to complete or prune, all workers together")
     p.add_argument("--seeds-per-trial", type=int, default=3, help="seeds each configuration trains on (default 3)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=LOW:HIGH[:log]|KEY=A,B,C", help="repeatable")
@@ -596,6 +663,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1, help="processes working on the study (default 1)")
     p.add_argument("--ray", metavar="ADDRESS", help="workers as Ray tasks on a cluster (host:port), or 'local'")
     p.add_argument("--mlflow", metavar="URI", help="log each trial as an MLflow run (e.g. sqlite:///mlflow.db)")
+    p.add_argument(
+        "--controller",
+        metavar="package.module:Class",
+        help="tune this controller's constructor arguments (--param kp=0.1:100:log) on ENV (the positional "
+        "argument) instead of a preset's hyperparameters; each trial plays --episodes episodes",
+    )
+    p.add_argument("--controller-kwargs", metavar="YAML", help="with --controller: the arguments not searched")
+    p.add_argument("--episodes", type=int, default=32, help="with --controller: tuning episodes a trial plays")
+    p.add_argument(
+        "--check-episodes", type=int, default=100, help="with --controller: fresh episodes of the closing check"
+    )
     p.set_defaults(func=_cmd_tune)
 
     p = verbs.add_parser("bench", help="every preset over seeds; a results table (also into docs/results.md)")

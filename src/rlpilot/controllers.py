@@ -1,6 +1,22 @@
-"""Classical baselines that ``rlpilot eval --controller NAME`` runs like a trained policy.
+"""Controllers: the protocol a classical controller follows in rlpilot, rlpilot's own, and loading a user's.
 
-``pid``: the controller an RL policy for MuJoCo's two-link ``Reacher`` is meant to replace. Each step
+**The protocol** (:class:`Controller`, public; docs/your-controller.md). A controller is a ``torch.nn.Module``
+built with keyword arguments (``env.base_controller_kwargs``) that maps a batch of raw observations
+``[batch, obs_dim]`` to actions ``[batch, *action_shape]`` in the env's action units:
+
+- ``forward(observation, gains=None) -> action``. Torch operations only, so it exports with a policy
+  (ONNX, pt2, TorchScript): no numpy, no ``.item()``, no Python ``if`` on tensor values.
+- ``gain_names = ("kp", "kd")``: the gains a gain schedule may scale (``env.residual_mode=gains``); ``gains``
+  is then a ``[batch, len(gain_names)]`` tensor of multipliers, ones meaning the gains as commissioned.
+- A stateful controller (an integral) declares ``state_size`` (numbers per env) and implements
+  ``step(observation, state, gains=None) -> (action, next_state)`` as a pure function, zeros at the start of
+  an episode; subclassing :class:`Controller` then gives ``forward`` (the state carried between calls) and
+  ``reset(mask)``.
+
+Users name theirs ``package.module:Class`` (``env.base_controller``, ``rlpilot eval --controller``); rlpilot's
+``pd`` and ``pid`` (the arm's inverse kinematics + PD / PID) are instances of the same protocol.
+
+``ReacherPD``: the controller an RL policy for MuJoCo's two-link ``Reacher`` is meant to replace. Each step
 it solves the arm's inverse kinematics for the target (read from the observation), then applies a
 joint-space PD law towards those joint angles, clipped to the torque bounds::
 
@@ -20,12 +36,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from rlpilot.errors import UserError
+from rlpilot.registry import import_user_module
 
 # Reacher's geometry (gymnasium/envs/mujoco/assets/reacher.xml): link0 is 0.1 m; the fingertip sits
 # 0.11 m along link1. The elbow (joint1) is limited to +-3.0 rad.
@@ -38,6 +54,50 @@ ELBOW_LIMIT = 3.0
 PID_GAINS = {"kp": 0.3, "kd": 0.05}
 
 REACHER_IDS = ("Reacher-v5",)
+
+
+class Controller(torch.nn.Module):
+    """Base of the controller protocol (module docstring; docs/your-controller.md). Subclasses set
+    ``gain_names`` (schedulable gains) and, when stateful, ``state_size`` with a pure :meth:`step`."""
+
+    gain_names: tuple[str, ...] = ()
+    """The gains a gain schedule scales, in the order of the ``gains`` columns (empty: not schedulable)."""
+    state_size: int = 0
+    """Numbers of state per env (0: stateless); a stateful controller implements :meth:`step`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: torch.Tensor | None = None
+
+    def step(
+        self, observation: torch.Tensor, state: torch.Tensor, gains: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A stateful controller's step as a pure function: ``(action, next state)``."""
+        raise NotImplementedError(f"{type(self).__name__} declares state_size but implements no step()")
+
+    def forward(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
+        """Stateful controllers: :meth:`step` with the state carried from call to call (zeros for a new batch
+        size or after :meth:`reset`). Stateless ones override this."""
+        if not self.state_size:
+            raise NotImplementedError(f"{type(self).__name__} implements no forward(observation, gains=None)")
+        if self.state is None or self.state.shape != (observation.shape[0], self.state_size):
+            self.state = observation.new_zeros(observation.shape[0], self.state_size)
+        action, self.state = self.step(observation, self.state, gains)
+        return action
+
+    def reset(self, mask: torch.Tensor | np.ndarray | None = None) -> None:
+        """A new episode for the envs in ``mask`` (all: ``None``): their state back to zeros."""
+        if self.state is None or mask is None:
+            self.state = None
+            return
+        mask = torch.as_tensor(np.asarray(mask), dtype=torch.bool, device=self.state.device)
+        self.state = torch.where(mask[:, None], torch.zeros_like(self.state), self.state)
+
+
+def apply_controller(controller, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
+    """``controller(observation)``, with ``gains`` only where a schedule gives some (a controller without
+    ``gain_names`` may take the observation alone)."""
+    return controller(observation) if gains is None else controller(observation, gains)
 
 
 def forward_kinematics(q1: torch.Tensor, q2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,20 +130,23 @@ def wrap_angle(angle: torch.Tensor) -> torch.Tensor:
     return torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
 
 
-@dataclass
-class ReacherPD:
+class ReacherPD(Controller):
     """Joint-space PD towards the IK solution; works on a batch of raw Reacher-v5 observations.
 
     Observation layout (gymnasium ``reacher_v5.py``): cos q1, cos q2, sin q1, sin q2, target x, target y,
     dq1, dq2, fingertip - target (x, y).
     """
 
-    kp: float = PID_GAINS["kp"]
-    """Torque (action units, gear 200) per radian of joint-angle error."""
-    kd: float = PID_GAINS["kd"]
-    """Torque per rad/s of joint velocity (damping injected on top of the joints' own)."""
+    gain_names = ("kp", "kd")
 
-    def __call__(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
+    def __init__(self, kp: float = PID_GAINS["kp"], kd: float = PID_GAINS["kd"]):
+        super().__init__()
+        self.kp = kp
+        """Torque (action units, gear 200) per radian of joint-angle error."""
+        self.kd = kd
+        """Torque per rad/s of joint velocity (damping injected on top of the joints' own)."""
+
+    def forward(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
         q1 = torch.atan2(observation[:, 2], observation[:, 0])
         q2 = torch.atan2(observation[:, 3], observation[:, 1])
         q1_des, q2_des = inverse_kinematics(observation[:, 4], observation[:, 5], elbow_hint=q2)
@@ -103,12 +166,16 @@ def scheduled_gains(kp: float, kd: float, gains: torch.Tensor | None):
 
 RESIDUAL_FORMULAS = {
     "add": "clip(base(observation) + residual_scale * policy(observation))",
-    "gains": "the base controller with kp and kd times 10 ** (residual_scale * policy(observation))",
+    "gains": "the base controller with its gain_names times 10 ** (residual_scale * policy(observation))",
 }
 RESIDUAL_MODES = tuple(RESIDUAL_FORMULAS)
 """How a residual policy's action enters the base controller (``env.residual_mode``): ``add``: added to its
-output, ``clip(base(obs) + scale * action)``; ``gains``: its kp and kd multiplied by ``10 ** (scale * action)``
-(``scale`` in decades), a gain schedule. Both are the base controller exactly at action 0."""
+output, ``clip(base(obs) + scale * action)``; ``gains``: its ``gain_names`` (the arm's kp and kd) multiplied by
+``10 ** (scale * action)`` (``scale`` in decades, one action per gain), a gain schedule. Both are the base
+controller exactly at action 0."""
+
+ARM_ERROR_MONITOR = -1
+"""``env.residual_gate_index`` unset: the arm's error monitor, its observation's last float (``obs_error_peak``)."""
 
 
 def gain_multipliers(action: torch.Tensor, decades: float) -> torch.Tensor:
@@ -116,23 +183,28 @@ def gain_multipliers(action: torch.Tensor, decades: float) -> torch.Tensor:
     return torch.exp(action * (decades * math.log(10.0)))
 
 
-def residual_gate(observation: torch.Tensor, gate: float) -> torch.Tensor:
-    """``env.residual_gate``: how much of the residual acts, from the error monitor (the observation's last
-    float, ``obs_error_peak``): 0 while the recent worst tracking error is under ``gate`` metres, rising
-    linearly to 1 at twice that. One column per env."""
-    return torch.clamp(observation[:, -1:] / gate - 1.0, 0.0, 1.0)
+def residual_gate(observation: torch.Tensor, gate: float, index: int = ARM_ERROR_MONITOR) -> torch.Tensor:
+    """``env.residual_gate``: how much of the residual acts, from an error signal in the observation (entry
+    ``index``, ``env.residual_gate_index``; the arm's error monitor by default): 0 while ``|signal|`` is under
+    ``gate``, rising linearly to 1 at twice that. One column per env."""
+    return torch.clamp(observation[:, index].abs().unsqueeze(-1) / gate - 1.0, 0.0, 1.0)
 
 
 def residual_terms(
-    action: torch.Tensor, scale: float, mode: str, observation: torch.Tensor | None = None, gate: float = 0.0
+    action: torch.Tensor,
+    scale: float,
+    mode: str,
+    observation: torch.Tensor | None = None,
+    gate: float = 0.0,
+    gate_index: int = ARM_ERROR_MONITOR,
 ) -> tuple[torch.Tensor | None, torch.Tensor | float]:
     """How a residual policy's ``action`` enters the base controller: ``(gains, added)``, the env receiving
     ``clip(base(observation, gains) + added)``. ``add``: no gains, ``scale * action`` added; ``gains``: the
-    multipliers of kp and kd (:func:`gain_multipliers`), nothing added. ``gate`` > 0: the action times
-    :func:`residual_gate` of the raw ``observation`` first (below the gate: the base controller exactly). One
-    place for both users: the residual vector env (training, evaluation) and the exported artifact."""
+    multipliers of the controller's gains (:func:`gain_multipliers`), nothing added. ``gate`` > 0: the action
+    times :func:`residual_gate` of the raw ``observation`` first (below the gate: the base controller exactly).
+    One place for both users: the residual vector env (training, evaluation) and the exported artifact."""
     if gate > 0:
-        action = action * residual_gate(observation, gate)
+        action = action * residual_gate(observation, gate, gate_index)
     if mode == "gains":
         return gain_multipliers(action, scale), 0.0
     return None, scale * action
@@ -167,15 +239,18 @@ TRACK_GAINS = {"kp": 10.0, "kd": 0.2}
 TRACK_PID_GAINS = {**TRACK_GAINS, "ki": 1.0}
 
 
-@dataclass
-class TrackPD:
+class TrackPD(Controller):
     """Joint-space PD with velocity feed-forward: towards IK(reference), at the joint velocity that moves the
     fingertip with the reference (``joint_velocity``); batched, stateless."""
 
-    kp: float = TRACK_GAINS["kp"]
-    """Action per radian of joint-angle error (gear 200: 1 action unit is 200 N·m)."""
-    kd: float = TRACK_GAINS["kd"]
-    """Action per rad/s of joint-velocity error (desired from the reference's velocity)."""
+    gain_names = ("kp", "kd")
+
+    def __init__(self, kp: float = TRACK_GAINS["kp"], kd: float = TRACK_GAINS["kd"]):
+        super().__init__()
+        self.kp = kp
+        """Action per radian of joint-angle error (gear 200: 1 action unit is 200 N·m)."""
+        self.kd = kd
+        """Action per rad/s of joint-velocity error (desired from the reference's velocity)."""
 
     def errors(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         q1 = torch.atan2(observation[:, 2], observation[:, 0])
@@ -185,41 +260,46 @@ class TrackPD:
         angle = torch.stack([wrap_angle(q1_des - q1), q2_des - q2], dim=-1)
         return angle, dq_des - observation[:, 4:6]
 
-    def __call__(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
         angle, rate = self.errors(observation)
         kp, kd = scheduled_gains(self.kp, self.kd, gains)
         return (kp * angle + kd * rate).clamp(-1.0, 1.0)
 
 
-@dataclass
 class TrackPID(TrackPD):
     """:class:`TrackPD` plus an integral of the joint-angle error, with anti-windup: the integral stops
     growing while the output is saturated in the error's direction (conditional integration) and is held
-    within ``integral_limit``. Stateful per env: ``reset(mask)`` clears the envs that start an episode."""
-
-    ki: float = TRACK_PID_GAINS["ki"]
-    """Action per radian-second of accumulated joint-angle error."""
-    integral_limit: float = 1.0
-    """|ki * integral| never exceeds this (action units)."""
-    dt: float = 0.02
-    integral: torch.Tensor | None = None
-
-    def reset(self, mask: torch.Tensor | np.ndarray | None = None) -> None:
-        if self.integral is None or mask is None:
-            self.integral = None
-            return
-        mask = torch.as_tensor(np.asarray(mask), dtype=torch.bool, device=self.integral.device)
-        self.integral[mask] = 0.0
+    within ``integral_limit``. Stateful per env (the protocol's ``state``, here ``integral``): ``reset(mask)``
+    clears the envs that start an episode."""
 
     state_size = 2
     """Numbers of state per env: the integral of each joint's angle error."""
+
+    def __init__(
+        self,
+        kp: float = TRACK_PID_GAINS["kp"],
+        kd: float = TRACK_PID_GAINS["kd"],
+        ki: float = TRACK_PID_GAINS["ki"],
+        integral_limit: float = 1.0,
+        dt: float = 0.02,
+    ):
+        super().__init__(kp, kd)
+        self.ki = ki
+        """Action per radian-second of accumulated joint-angle error."""
+        self.integral_limit = integral_limit
+        """|ki * integral| never exceeds this (action units)."""
+        self.dt = dt
+
+    @property
+    def integral(self) -> torch.Tensor | None:
+        return self.state
 
     def step(
         self, observation: torch.Tensor, integral: torch.Tensor, gains: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One step as a pure function: ``(action, next integral)`` from the observation and the integral so
-        far (zeros at the start of an episode). What :meth:`__call__` does, and what an exported artifact
-        runs with the integral as an input and an output."""
+        far (zeros at the start of an episode). What calling it does, and what an exported artifact runs with
+        the integral as an input and an output."""
         angle, rate = self.errors(observation)
         kp, kd = scheduled_gains(self.kp, self.kd, gains)  # a gain schedule scales kp and kd; ki stays
         unsaturated = kp * angle + kd * rate + self.ki * integral
@@ -230,21 +310,17 @@ class TrackPID(TrackPD):
             integral = integral.clamp(-limit, limit)
         return (kp * angle + kd * rate + self.ki * integral).clamp(-1.0, 1.0), integral
 
-    def __call__(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
-        if self.integral is None or self.integral.shape != (observation.shape[0], self.state_size):
-            self.integral = observation.new_zeros(observation.shape[0], self.state_size)
-        action, self.integral = self.step(observation, self.integral, gains)
-        return action
+    forward = Controller.forward
 
 
 class ControllerModule(torch.nn.Module):
-    """A base controller as a module (what ``rlpilot export`` traces into a residual run's artifact).
+    """A controller as a pure module (what ``rlpilot export`` traces into a residual run's artifact).
 
-    Stateless controllers (PD): ``forward(observation) -> action``. Stateful ones (the PID's integral):
-    ``forward(observation, state) -> (action, next state)``, the controller's :meth:`step` as a pure function,
+    Stateless controllers: ``forward(observation) -> action``. Stateful ones (the PID's integral):
+    ``forward(observation, state) -> (action, next state)``, the controller's ``step`` as a pure function,
     so the artifact carries no hidden state: the caller feeds each output state back in and starts every
-    episode from zeros (``state_size`` numbers per env). ``gains`` (optional, last): a gain schedule's kp and kd
-    multipliers per env (:func:`gain_multipliers`)."""
+    episode from zeros (``state_size`` numbers per env). ``gains`` (optional, last): a gain schedule's
+    multipliers per env and gain (:func:`gain_multipliers`)."""
 
     def __init__(self, controller):
         super().__init__()
@@ -257,7 +333,9 @@ class ControllerModule(torch.nn.Module):
 
     def forward(self, observation: torch.Tensor, state: torch.Tensor | None = None, gains: torch.Tensor | None = None):
         if not self.stateful:
-            return self.controller(observation, gains)
+            return apply_controller(self.controller, observation, gains)
+        if gains is None:
+            return self.controller.step(observation, state)
         return self.controller.step(observation, state, gains)
 
 
@@ -270,27 +348,153 @@ def random_policy(vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]
     return act
 
 
-CONTROLLERS = ("pd", "pid", "random")
+BUILT_IN = ("pd", "pid")
+CONTROLLERS = (*BUILT_IN, "random")
 TRACK_IDS = ("rlpilot/ReacherTrack-v0",)
+GUIDE = "docs/your-controller.md"
 
 
-def base_controller(name: str, env_id: str):
-    """The classical controller ``name`` (``pd`` or ``pid``) for the arm env ``env_id``, on raw observations;
-    a clear error where it does not apply."""
+def is_user_controller(name: str) -> bool:
+    """``package.module:Class``: a user's controller (importing it runs the user's code)."""
+    return ":" in name
+
+
+def base_controller(name: str, env_id: str, kwargs: dict | None = None):
+    """The controller ``name`` for ``env_id``, on raw observations: ``pd`` / ``pid`` (the arm's), or a user's
+    ``package.module:Class`` built with ``kwargs`` (``env.base_controller_kwargs``); one line where it cannot
+    be built."""
+    kwargs = dict(kwargs or {})
+    if is_user_controller(name):
+        return user_controller(name, kwargs)
     if env_id in TRACK_IDS:
-        return TrackPD() if name == "pd" else TrackPID(**TRACK_PID_GAINS)
-    if env_id in REACHER_IDS:
-        return ReacherPD()  # reaching a fixed target: a PD has no steady-state error to integrate (see above)
+        return _construct(TrackPD if name == "pd" else TrackPID, name, kwargs)
+    if env_id in REACHER_IDS:  # reaching a fixed target: a PD has no steady-state error to integrate (see above)
+        return _construct(ReacherPD, name, kwargs)
     raise UserError(
-        f"--controller {name} / env.base_controller={name} is the inverse-kinematics controller of the arm envs "
-        f"({', '.join((*REACHER_IDS, *TRACK_IDS))}); '{env_id}' has none (try --controller random)"
+        f"{name} is the inverse-kinematics controller of the arm envs ({', '.join((*REACHER_IDS, *TRACK_IDS))}); "
+        f"for '{env_id}' name your own, package.module:Class ({GUIDE}), or try --controller random"
     )
 
 
-def build_controller(name: str, env_id: str, vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The named controller for ``env_id``; a clear error where it does not apply."""
+def user_controller(spec: str, kwargs: dict) -> torch.nn.Module:
+    """``package.module:Class`` imported and built with ``kwargs``; one line for each way it can fail."""
+    module, attr = import_user_module(spec, f"controller '{spec}'")
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise UserError(f"controller '{spec}': module '{module.__name__}' has no '{attr}'")
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise UserError(
+            f"controller '{spec}' is not a torch.nn.Module class: subclass rlpilot.controllers.Controller "
+            f"(forward(observation, gains=None) -> action; {GUIDE})"
+        )
+    controller = _construct(cls, spec, kwargs)
+    if int(getattr(controller, "state_size", 0)) and not isinstance(controller, Controller):
+        raise UserError(
+            f"controller '{spec}' declares state_size: subclass rlpilot.controllers.Controller, whose forward "
+            f"carries the state of your step(observation, state, gains) between steps ({GUIDE})"
+        )
+    return controller
+
+
+def _construct(cls: type, name: str, kwargs: dict):
+    try:
+        return cls(**kwargs)
+    except Exception as exc:
+        raise UserError(
+            f"cannot build controller '{name}' with env.base_controller_kwargs={kwargs}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def check_controller(controller, name: str, observation_space, action_space, *, gains: bool = False) -> None:
+    """Refuses, in one line, a controller that does not fit the env: it must take a batch of the env's
+    observations and return one action per row in the env's action shape; for a gain schedule (``gains``) it
+    must declare ``gain_names`` and, given gains of ones, act as commissioned. Tried on zero observations (no
+    env step, no random draw); the controller's state is cleared afterwards."""
+    import gymnasium as gym
+
+    if not isinstance(observation_space, gym.spaces.Box) or not isinstance(action_space, gym.spaces.Box):
+        raise UserError(
+            f"controller '{name}' needs Box observations and Box actions (a vector in, a vector out); "
+            f"this env has {observation_space} -> {action_space}"
+        )
+    observation = torch.zeros(2, *observation_space.shape)
+    expected = (2, *action_space.shape)
+    action = _try(controller, name, observation, None, "")
+    shape = tuple(action.shape) if isinstance(action, torch.Tensor) else None
+    if shape != expected:
+        got = f"shape {shape}" if shape is not None else f"a {type(action).__name__}"
+        raise UserError(
+            f"controller '{name}' returns {got} for 2 observations; the env's action space needs a tensor of shape "
+            f"{expected} ([batch, *{tuple(action_space.shape)}], in the env's action units)"
+        )
+    if gains:
+        names = getattr(controller, "gain_names", ())
+        if not names or not all(isinstance(n, str) for n in names):
+            raise UserError(
+                f"env.residual_mode=gains schedules the controller's gain_names; '{name}' declares none: add "
+                f"gain_names = ('kp', ...), each scaled by gains[:, i] in forward(observation, gains) ({GUIDE})"
+            )
+        ones = torch.ones(2, len(names))
+        scheduled = _try(controller, name, observation, ones, f" with gains of shape {tuple(ones.shape)} ({names})")
+        if not isinstance(scheduled, torch.Tensor) or scheduled.shape != action.shape:
+            got = tuple(scheduled.shape) if isinstance(scheduled, torch.Tensor) else type(scheduled).__name__
+            raise UserError(
+                f"controller '{name}' given gains of shape {tuple(ones.shape)} (gain_names {names}) returns {got}, "
+                f"not {tuple(action.shape)}: gains[:, i] scales gain_names[i], for those names only"
+            )
+        if not torch.allclose(scheduled, action, atol=1e-6, equal_nan=True):
+            raise UserError(
+                f"controller '{name}' acts differently with gains of ones than without: gains[:, i] multiplies "
+                f"gain_names[i] of {names} (ones: as commissioned)"
+            )
+    reset = getattr(controller, "reset", None)
+    if reset is not None:
+        reset(None)
+
+
+def _try(controller, name: str, observation: torch.Tensor, gains: torch.Tensor | None, how: str):
+    try:
+        with torch.no_grad():
+            if int(getattr(controller, "state_size", 0)):
+                controller.reset(None)
+            return apply_controller(controller, observation, gains)
+    except Exception as exc:
+        raise UserError(
+            f"controller '{name}' raised on 2 observations of shape {tuple(observation.shape[1:])}{how}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+
+
+def exportable(controller, name: str, observation_dim: int, gains: int = 0) -> None:
+    """Refuses, in one line, a controller that cannot go into an artifact with the policy: ``torch.export``
+    of it alone (numpy, ``.item()`` or Python control flow on tensor values inside fail here, where a trace
+    would silently bake in one branch or one number)."""
+    module = ControllerModule(controller).eval()
+    examples: tuple = (torch.zeros(4, observation_dim),)
+    if module.stateful:
+        examples += (torch.zeros(4, module.state_size),)
+    kwargs = {"gains": torch.ones(4, gains)} if gains else {}
+    if gains and not module.stateful:
+        kwargs["state"] = None
+    try:
+        torch.export.export(module, examples, kwargs=kwargs, strict=False)
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(
+            f"controller '{name}' cannot be exported with the policy: use torch operations only (no numpy, .item() "
+            f"or Python if on tensor values: torch.where) ({GUIDE}); torch: {reason[:60]}"
+        ) from None
+
+
+def build_controller(
+    name: str, env_id: str, vector_env, kwargs: dict | None = None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The named controller (``random``, ``pd``, ``pid`` or ``package.module:Class``) for the vector env
+    ``vector_env`` of ``env_id``, checked against its spaces; a clear error where it does not apply."""
     if name == "random":
-        return random_policy(vector_action_space)
-    if name in ("pd", "pid"):
-        return base_controller(name, env_id)
-    raise UserError(f"--controller {name}: choose one of {', '.join(CONTROLLERS)}")
+        return random_policy(vector_env.action_space)
+    if name in BUILT_IN or is_user_controller(name):
+        controller = base_controller(name, env_id, kwargs)
+        check_controller(controller, name, vector_env.single_observation_space, vector_env.single_action_space)
+        return controller
+    raise UserError(f"--controller {name}: choose one of {', '.join(CONTROLLERS)} or package.module:Class")

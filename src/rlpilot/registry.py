@@ -194,6 +194,23 @@ def register_namespace(env_id: str) -> None:
         getattr(module, register)()
 
 
+def import_user_module(spec: str, what: str) -> tuple[Any, str]:
+    """``package.module:Name`` -> (the imported module, ``Name``), for a user's env or controller (``what``
+    names it in the error line). The working directory is on the path, as for a script next to where the
+    user runs rlpilot. Only commands whose command line (or ``--trust-code``) names the module call this."""
+    module_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path:  # a user's module next to where they run rlpilot
+        sys.path.append(os.getcwd())
+    try:
+        return importlib.import_module(module_name), attr
+    except ImportError as exc:
+        raise UserError(
+            f"cannot import module '{module_name}' for {what} ({exc}); is it installed or on PYTHONPATH?"
+        ) from None
+    except Exception as exc:  # the user's module raised while importing
+        raise UserError(f"importing '{module_name}' for {what} raised {type(exc).__name__}: {exc}") from None
+
+
 def resolve_env(env_id: str) -> tuple[Any, str | None]:
     """(user class, None) for ``module:Class``, or (None, gymnasium id) for a registered id.
 
@@ -203,19 +220,7 @@ def resolve_env(env_id: str) -> tuple[Any, str | None]:
     import gymnasium as gym
 
     if ":" in env_id:
-        module_name, _, attr = env_id.partition(":")
-        if os.getcwd() not in sys.path:  # a user's env module next to where they run rlpilot
-            sys.path.append(os.getcwd())
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise UserError(
-                f"cannot import module '{module_name}' for env '{env_id}' ({exc}); is it installed or on PYTHONPATH?"
-            ) from None
-        except Exception as exc:  # the user's module raised while importing
-            raise UserError(
-                f"importing '{module_name}' for env '{env_id}' raised {type(exc).__name__}: {exc}"
-            ) from None
+        module, attr = import_user_module(env_id, f"env '{env_id}'")
         candidate = getattr(module, attr, None)
         if isinstance(candidate, type) and issubclass(candidate, gym.Env):
             return candidate, None

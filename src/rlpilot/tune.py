@@ -26,7 +26,7 @@ import math
 import os
 import socket
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -739,3 +739,107 @@ def tune(
         print(f"check: best trial {rows[0]['number']} and the start on seeds {seeds[0]}-{seeds[-1]}", flush=True)
         check_result = check(study, rows[0]["params"], seeds, workers=workers if ray is None else 1)
     return summarize(study, optuna_study, check_result=check_result)
+
+
+# -- classical tuning of a controller's gains (rlpilot tune ENV --controller package.module:Class) ----------
+def controller_space(params: list[str]) -> list[Param]:
+    """``--param kp=0.1:100:log`` (a range of a constructor argument) or ``--param mode=a,b`` (choices)."""
+    space = []
+    for item in params:
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not key or not value:
+            raise UserError(f"--param expects key=low:high[:log] or key=a,b,c, got '{item}'")
+        if "," in value:
+            space.append(Param(key=key, choices=[c.strip() for c in value.split(",") if c.strip()]))
+            continue
+        parts = value.split(":")
+        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
+            raise UserError(f"--param {key}={value}: a range is low:high or low:high:log; choices are a,b,c")
+        low, high = (_number(part, key, False) for part in parts[:2])
+        if not low < high or (len(parts) == 3 and low <= 0):
+            raise UserError(f"--param {key}={value}: low must be below high (and above 0 for a log range)")
+        space.append(Param(key=key, low=low, high=high, log=len(parts) == 3))
+    if not space:
+        raise UserError("rlpilot tune --controller needs a search space: --param kp=low:high[:log] (repeatable)")
+    return space
+
+
+def tune_controller(
+    env_cfg,
+    controller: str,
+    space: list[Param],
+    *,
+    fixed: dict,
+    trials: int,
+    episodes: int,
+    seed_start: int,
+    check_episodes: int,
+    check_seed_start: int,
+    out: str | Path,
+    storage: str | None = None,
+) -> dict:
+    """The controller's constructor arguments searched with Optuna (TPE) on ``env_cfg``: each trial is the mean
+    return of ``episodes`` episodes from ``seed_start`` (the tuning episodes); the best is then played, with the
+    commissioned arguments (``fixed``), on ``check_episodes`` fresh ones from ``check_seed_start`` (intervals:
+    bootstrap over episodes). Writes ``OUT/best.yaml`` (``env.base_controller`` and its kwargs: what train and
+    eval build it from) and ``OUT/tune.json``; the same command again continues the study."""
+    import optuna
+
+    from rlpilot.control.evaluate import evaluate
+    from rlpilot.play.episodes import PlayablePolicy
+
+    tuning = set(range(seed_start, seed_start + episodes))
+    if check_episodes and tuning & set(range(check_seed_start, check_seed_start + check_episodes)):
+        raise UserError(f"--check-seed-start {check_seed_start}: the check episodes overlap the tuning episodes")
+    plain = replace(env_cfg, base_controller="none", normalize_obs=False)
+
+    def returns(kwargs: dict, count: int, seed: int) -> np.ndarray:
+        policy = PlayablePolicy(plain, None, None, None, controller, {**fixed, **kwargs})
+        env = policy.make_env(num_envs=min(count, 32), seed=seed)
+        try:
+            return evaluate(env, policy.policy_for(env), episodes=count, seed=seed).returns
+        finally:
+            env.close()
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    identity = {"env": asdict(plain), "controller": controller, "fixed": fixed, "episodes": episodes,
+                "seed_start": seed_start, "space": [asdict(p) for p in space]}  # fmt: skip
+    _quiet_optuna()
+    study = optuna.create_study(
+        study_name=f"rlpilot-controller-{controller}",
+        storage=open_storage(storage or f"sqlite:///{out / 'study.db'}"),
+        direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=seed_start),
+        load_if_exists=True,
+    )
+    if study.user_attrs.get("identity", identity) != identity:
+        raise UserError(f"{out}: a study of other settings is stored there; use another --out")
+    study.set_user_attr("identity", identity)
+    remaining = trials - len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+    if remaining > 0:
+
+        def objective(trial) -> float:
+            return float(returns({p.key: p.suggest(trial) for p in space}, episodes, seed_start).mean())
+
+        study.optimize(objective, n_trials=remaining)
+    best = dict(study.best_params)
+    result = {"controller": controller, "env": plain.id, "trials": len(study.trials), "best": {**fixed, **best},
+              "tuning": {"episodes": episodes, "seed_start": seed_start, "mean_return": study.best_value}}  # fmt: skip
+    lines = [f"best of {len(study.trials)} trials on episodes {seed_start}-{seed_start + episodes - 1}: "
+             f"{_params_text(best)}  mean return {study.best_value:.4g}"]  # fmt: skip
+    if check_episodes:
+        for name, kwargs in (("tuned", best), ("commissioned", {})):
+            values = returns(kwargs, check_episodes, check_seed_start)
+            low, high = bootstrap(values, np.mean)
+            result[f"check_{name}"] = {"mean_return": float(values.mean()), "interval": [low, high]}
+            lines.append(f"check ({check_episodes} fresh episodes from {check_seed_start}): {name:<12} mean return "
+                         f"{values.mean():.4g} [{low:.4g}, {high:.4g}]")  # fmt: skip
+    best_yaml = yaml.safe_dump({"env": {"base_controller": controller, "base_controller_kwargs": result["best"]}})
+    atomic_write(out / "best.yaml", f"# rlpilot tune --controller {controller} on {plain.id}\n{best_yaml}")
+    atomic_write(out / "tune.json", json.dumps(result, indent=2) + "\n")
+    lines.append(
+        f"best: {out / 'best.yaml'} (train with it: --set env.base_controller_kwargs=...; eval: --controller-kwargs)"
+    )
+    result["text"] = "\n".join(lines)
+    return result

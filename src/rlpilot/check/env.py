@@ -52,6 +52,8 @@ class CheckReport:
     """Image observations: where the sample frame (raw, then the network's input) was written."""
     dynamics: list[str] = field(default_factory=list)
     """What the env says about its own dynamics settings (e.g. the arm's disturbances), and a residual base."""
+    controller: list[str] = field(default_factory=list)
+    """``env.base_controller`` alone on the env (no policy): its return, action range and saturation."""
 
     @property
     def healthy(self) -> bool:
@@ -86,6 +88,7 @@ class CheckReport:
             f"  return  mean {rp['return_mean']:.2f}  std {rp['return_std']:.2f}  "
             f"min {rp['return_min']:.2f}  max {rp['return_max']:.2f}",
             f"  length  mean {rp['length_mean']:.1f}  min {rp['length_min']:.0f}  max {rp['length_max']:.0f}",
+            *([""] + self.controller if self.controller else []),
             "",
             f"Observation scale under the random policy (per {self.scale_unit})",
         ]
@@ -261,8 +264,8 @@ def check_env(
     report.dynamics = list(describe()) if describe is not None else []
     if env_cfg.base_controller != "none" and env_cfg.residual_mode == "gains":
         report.dynamics.append(
-            f"residual RL (gain schedule): the env runs the {env_cfg.base_controller} controller with kp and kd "
-            f"times 10 ** ({env_cfg.residual_scale:g} * the policy's 2 actions)"
+            f"residual RL (gain schedule): the env runs the {env_cfg.base_controller} controller with its gains "
+            f"times 10 ** ({env_cfg.residual_scale:g} * the policy's actions, one per gain)"
         )
     elif env_cfg.base_controller != "none":
         report.dynamics.append(
@@ -271,8 +274,14 @@ def check_env(
         )
     if env_cfg.base_controller != "none" and env_cfg.residual_gate:
         report.dynamics.append(
-            f"residual gate: the policy acts only where the error monitor reads above {env_cfg.residual_gate:g} m "
-            f"(fully from {2 * env_cfg.residual_gate:g} m); the {env_cfg.base_controller} controller exactly below"
+            (
+                f"residual gate: the policy acts only where the error monitor reads above {env_cfg.residual_gate:g} m "
+                f"(fully from {2 * env_cfg.residual_gate:g} m)"
+                if env_cfg.residual_gate_index is None
+                else f"residual gate: the policy acts only where |observation[{env_cfg.residual_gate_index}]| reads "
+                f"above {env_cfg.residual_gate:g} (fully from {2 * env_cfg.residual_gate:g})"
+            )
+            + f"; the {env_cfg.base_controller} controller exactly below"
         )
     report.check_env_specs, findings = specs_check(env, seed, "fix the env's observation_space/action_space")
     report.findings += findings
@@ -288,6 +297,9 @@ def check_env(
     action_spec = eval_env.action_spec
     result = evaluate(eval_env, lambda obs: action_spec.rand(), episodes=budget.episodes, seed=seed)
     eval_env.close()
+    if env_cfg.base_controller != "none":
+        say(f"[check] the {env_cfg.base_controller} controller alone")
+        report.controller = controller_report(episode_cfg, episodes=budget.episodes, seed=seed)
     say("[check] observation scales, seeding and actions")
     report.random_policy = {
         "episodes": budget.episodes,
@@ -317,6 +329,45 @@ def check_env(
     report.findings += _seeding_findings(env_cfg, seed, budget.seeding_steps)
     report.findings += _action_findings(env_cfg, base, seed)
     return report
+
+
+def controller_report(env_cfg: EnvConfig, *, episodes: int, seed: int) -> list[str]:
+    """``env.base_controller`` alone on the plain env (what a residual policy starts from): its return over
+    ``episodes`` episodes, the range of its actions per dimension against the action box, and the share of
+    action entries at or beyond the box (saturated: a correction on top of it has no room that way)."""
+    from rlpilot.controllers import build_controller
+
+    plain = replace(env_cfg, base_controller="none", normalize_obs=False, residual_gate=0.0, residual_penalty=0.0)
+    env = make_env(plain, num_envs=min(episodes, 16), seed=seed)
+    vector_env = env.base_env.vector_env
+    controller = build_controller(env_cfg.base_controller, env_cfg.id, vector_env, env_cfg.base_controller_kwargs)
+    box = vector_env.single_action_space
+    actions: list[torch.Tensor] = []
+
+    def act(observation: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            action = controller(observation)
+        actions.append(action.reshape(len(action), -1))
+        return action
+
+    act.reset = controller.reset if hasattr(controller, "reset") else None
+    try:
+        result = evaluate(env, act, episodes=episodes, seed=seed)
+    finally:
+        env.close()
+    taken = torch.cat(actions).double()
+    low = torch.as_tensor(box.low, dtype=torch.float64).reshape(-1)
+    high = torch.as_tensor(box.high, dtype=torch.float64).reshape(-1)
+    saturated = float(((taken <= low) | (taken >= high)).double().mean())
+    ranges = ", ".join(f"[{lo:.3g}, {hi:.3g}]" for lo, hi in zip(taken.min(0).values, taken.max(0).values))
+    box_text = ", ".join(f"[{lo:g}, {hi:g}]" for lo, hi in zip(low.tolist(), high.tolist()))
+    return [
+        f"Controller {env_cfg.base_controller} alone over {episodes} episodes (what a residual policy starts from)",
+        f"  return  mean {result.mean:.2f}  std {result.std:.2f}  min {float(result.returns.min()):.2f}  "
+        f"max {float(result.returns.max()):.2f}",
+        f"  actions per dim {ranges} (action box {box_text})",
+        f"  saturated {100 * saturated:.1f}% of action entries (at or beyond the box)",
+    ]
 
 
 def specs_check(env, seed: int, fix: str) -> tuple[str, list[Finding]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 BACKENDS = ("auto", "numpy", "sync", "native", "async", "pettingzoo", "vmas")
 MAX_SEED = 2**31 - 1  # numpy's legacy seeding takes < 2**32; evaluation seeds add offsets to the run's seed
 LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
+CONTROLLER_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+"""A user's controller, ``package.module:Class`` (``env.base_controller``)."""
 
 
 # -- valid values, declared with each field ----------------------------------------------------
@@ -69,6 +72,8 @@ def field_problems(key: str, value: Any, rule: dict) -> list[str]:
         return []
     if isinstance(value, float) and not math.isfinite(value):
         return [f"{key} must be a finite number (got {value})"]
+    if "controller" in rule and value not in rule["controller"] and not CONTROLLER_PATH.fullmatch(str(value)):
+        return [f"{key} must be one of {', '.join(rule['controller'])} or package.module:Class (got '{value}')"]
     if "choices" in rule and value not in rule["choices"]:
         return [f"{key} must be one of {', '.join(rule['choices'])} (got '{value}')"]
     if "gt" in rule and value <= rule["gt"]:
@@ -121,20 +126,25 @@ class EnvConfig:
     ``None`` keeps the env's size."""
     grayscale: bool = False
     """Image observations: RGB frames to one gray channel (TorchRL's ``GrayScale``)."""
-    base_controller: str = one_of("none", "none", "pd", "pid")
-    """Residual RL: a classical controller runs inside the env (``pd``: IK + PD with velocity feed-forward,
-    ``pid``: the same with an anti-windup integral; ``rlpilot.controllers``) and the policy's action is
-    added to it: ``clip(base(obs) + residual_scale * action)``. The policy's last layer starts at zero,
-    so training starts at the controller's score. ``rlpilot export`` writes base + residual as one
-    policy. Arm envs (``rlpilot/ReacherTrack-v0``, ``Reacher-v5``) only."""
+    base_controller: str = _check("none", controller=("none", "pd", "pid"))
+    """Residual RL: a controller runs inside the env and the policy corrects it (``residual_mode``): ``pd`` /
+    ``pid`` (the arm envs' inverse kinematics + PD with velocity feed-forward, + an anti-windup integral;
+    ``rlpilot.controllers``) or your own, ``package.module:Class``, a ``torch.nn.Module`` following
+    ``rlpilot.controllers.Controller`` (docs/your-controller.md). The policy's last layer starts at zero, so
+    training starts at the controller's score; ``rlpilot export`` writes controller + policy as one artifact.
+    ``none``: off."""
+    base_controller_kwargs: dict = field(default_factory=dict)
+    """Keyword arguments the base controller is built with (``{kp: 2.0, ki: 0.5}``): a user's controller's
+    constructor arguments, or the arm controllers' gains (``kp``, ``kd``, ``ki``)."""
     residual_scale: float = positive(0.2)
     """Residual RL: action units the policy can add to the base controller's output (actions are in [-1, 1]);
     with ``residual_mode=gains``, decades the policy can move each gain (1.0: kp and kd from 1/10 to 10 times
     the tuned ones)."""
     residual_mode: str = one_of("add", "add", "gains")
     """Residual RL: ``add``: the policy's action is added to the base controller's output; ``gains``: the policy
-    schedules the base controller's kp and kd, each times ``10 ** (residual_scale * action)`` (its 2 actions;
-    the env always receives a PD/PID law's output). Action 0 is the base controller exactly, in both."""
+    schedules the base controller's ``gain_names`` (the arm's kp and kd), each times
+    ``10 ** (residual_scale * action)`` (one action per gain; the env always receives the controller's law).
+    Action 0 is the base controller exactly, in both."""
     residual_penalty: float = at_least(0.0, 0.0)
     """Residual RL: subtracted from the reward each step, times the squared policy action summed over its
     dimensions (``residual_penalty * |a|^2``, the action before any ``residual_gate``): straying from the base
@@ -142,9 +152,14 @@ class EnvConfig:
     not keep the PD's precision: docs/robot-arm.md; ``residual_gate`` did). 0: off. It is in every env built
     from the config (training, its evaluations, ``rlpilot eval``'s returns); tracking metrics are unchanged."""
     residual_gate: float = at_least(0.0, 0.0)
-    """Residual RL: the policy's action acts only where the error monitor (``env.kwargs.obs_error_peak``, the
-    observation's last float) reads above this many metres, fully at twice that: below it the base controller
-    runs exactly as tuned (a supervisory envelope; exported with the controller). 0: off."""
+    """Residual RL: the policy's action acts only where an error signal in the observation (entry
+    ``residual_gate_index``; on the arm, the error monitor ``env.kwargs.obs_error_peak``, the last float) reads
+    above this in absolute value, fully at twice that: below it the base controller runs exactly as tuned (a
+    supervisory envelope; exported with the controller). In the signal's units (the arm: metres). 0: off."""
+    residual_gate_index: int | None = None
+    """Residual RL: which observation entry ``residual_gate`` reads (0-based; negative counts from the end), the
+    error signal of your plant. ``None``: the arm's error monitor (the last entry, with
+    ``env.kwargs.obs_error_peak``)."""
     frame_skip: int = positive(1)
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""
@@ -152,10 +167,11 @@ class EnvConfig:
     def gate_problem(self) -> str | None:
         """What is wrong with ``residual_gate`` here (one line), or None. Checked when a config is read and
         again where an env is built (:func:`rlpilot.envs.make_vector_env` takes an env section on its own)."""
-        if self.residual_gate and not self.kwargs.get("obs_error_peak"):
+        if self.residual_gate and self.residual_gate_index is None and not self.kwargs.get("obs_error_peak"):
             return (
-                "env.residual_gate reads the error monitor, the observation's last float: set "
-                "env.kwargs.obs_error_peak (e.g. 0.9) on rlpilot/ReacherTrack-v0, or env.residual_gate=0"
+                "env.residual_gate reads an error signal in the observation: name its entry with "
+                "env.residual_gate_index=I, or on rlpilot/ReacherTrack-v0 it reads the error monitor, the "
+                "observation's last float: set env.kwargs.obs_error_peak (e.g. 0.9); or env.residual_gate=0"
             )
         return None
 
@@ -558,7 +574,8 @@ class Config:
         ]
         if residual_options and self.env.base_controller == "none":
             problems.append(
-                f"env.{residual_options[0]} acts on a residual policy: set env.base_controller=pd or pid, or "
+                f"env.{residual_options[0]} acts on a residual policy: set env.base_controller (pd, pid or "
+                f"package.module:Class), or "
                 f"env.{residual_options[0]}=0"
             )
         if self.kind == "control" and (problem := self.env.gate_problem()):

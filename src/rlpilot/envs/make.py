@@ -103,21 +103,46 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
     check_action_space(vector_env.single_action_space, env_cfg.id, close=vector_env.close)
     check_observation_space(vector_env.single_observation_space, env_cfg.id, close=vector_env.close)
     if env_cfg.base_controller != "none":
-        if problem := env_cfg.gate_problem():
-            vector_env.close()
-            raise UserError(problem)
-        from rlpilot.controllers import base_controller
-        from rlpilot.envs.residual import ResidualVectorEnv
+        vector_env = residual_vector_env(vector_env, env_cfg)
+    return vector_env
 
-        vector_env = ResidualVectorEnv(
+
+def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) -> gym.vector.VectorEnv:
+    """``env.base_controller`` inside the vector env (residual RL), the controller checked against the env's
+    spaces first (one line, the env closed, where it does not fit)."""
+    from rlpilot.controllers import base_controller, check_controller
+    from rlpilot.envs.residual import ResidualVectorEnv
+
+    try:
+        if problem := env_cfg.gate_problem():
+            raise UserError(problem)
+        controller = base_controller(env_cfg.base_controller, env_cfg.id, env_cfg.base_controller_kwargs)
+        check_controller(
+            controller,
+            env_cfg.base_controller,
+            vector_env.single_observation_space,
+            vector_env.single_action_space,
+            gains=env_cfg.residual_mode == "gains",
+        )
+        gate_index = env_cfg.residual_gate_index
+        width = int(np.prod(vector_env.single_observation_space.shape))
+        if env_cfg.residual_gate and gate_index is not None and not -width <= gate_index < width:
+            raise UserError(
+                f"env.residual_gate_index={gate_index}: the observation has {width} entries (0 to {width - 1}, or "
+                "negative from the end)"
+            )
+        return ResidualVectorEnv(
             vector_env,
-            base_controller(env_cfg.base_controller, env_cfg.id),
+            controller,
             env_cfg.residual_scale,
             env_cfg.residual_mode,
             env_cfg.residual_penalty,
             env_cfg.residual_gate,
+            gate_index,
         )
-    return vector_env
+    except UserError:
+        vector_env.close()
+        raise
 
 
 @contextmanager

@@ -33,7 +33,11 @@ class PlayablePolicy:
     act: Callable[[torch.Tensor], torch.Tensor] | None
     default_csv: Path | None
     controller: str | None = None
-    """A classical controller (``rlpilot.controllers``) played instead of ``act``, on raw observations."""
+    """A controller (``pd``, ``pid``, ``random`` or a user's ``package.module:Class``; ``rlpilot.controllers``)
+    played instead of ``act``, on raw observations."""
+    controller_kwargs: dict | None = None
+    """What ``controller`` is built with (``--controller-kwargs``; a run's ``env.base_controller_kwargs`` for
+    its own base controller)."""
 
     def policy_for(self, env: TransformedEnv) -> Callable[[torch.Tensor], torch.Tensor]:
         """``act``, or the controller built for ``env`` (the random one samples ``env``'s seeded action space)."""
@@ -41,7 +45,7 @@ class PlayablePolicy:
             return self.act
         from rlpilot.controllers import build_controller
 
-        return build_controller(self.controller, self.env_config.id, env.base_env.vector_env.action_space)
+        return build_controller(self.controller, self.env_config.id, env.base_env.vector_env, self.controller_kwargs)
 
     def make_env(
         self, *, num_envs: int, seed: int | None = None, render: bool = False, backend: str | None = None
@@ -52,13 +56,15 @@ class PlayablePolicy:
         return make_env(env_config, num_envs=num_envs, seed=seed, obs_norm_state=self.obs_norm)
 
 
-def playable(path: str | Path, checkpoint: str = "last", controller: str | None = None) -> PlayablePolicy:
+def playable(
+    path: str | Path, checkpoint: str = "last", controller: str | None = None, controller_kwargs: dict | None = None
+) -> PlayablePolicy:
     """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``).
 
-    With ``controller``: that classical controller on the env of a run directory, or on a gymnasium id.
+    With ``controller``: that controller on the env of a run directory, or on a gymnasium id.
     """
     if controller is not None:
-        return controlled(str(path), controller)
+        return controlled(str(path), controller, controller_kwargs)
     path = Path(path)
     if not path.exists() and _is_env_id(str(path)):
         raise UserError(
@@ -92,25 +98,27 @@ def playable(path: str | Path, checkpoint: str = "last", controller: str | None 
     )
 
 
-def controlled(target: str, controller: str) -> PlayablePolicy:
+def controlled(target: str, controller: str, kwargs: dict | None = None) -> PlayablePolicy:
     """A controller on a run's env (same id, kwargs, time limit) or on a gymnasium id; raw observations."""
+    from rlpilot.controllers import CONTROLLERS, is_user_controller
+
+    if controller not in CONTROLLERS and not is_user_controller(controller):
+        raise UserError(f"--controller {controller}: choose one of {', '.join(CONTROLLERS)} or package.module:Class")
     path = Path(target)
     if path.is_dir():
         env_config = load_run(path).config().env
-        default_csv = path / f"eval-{controller}.csv"
+        if kwargs is None and controller == env_config.base_controller:  # the run's own base, as it ran
+            kwargs = env_config.base_controller_kwargs
+        default_csv = path / f"eval-{controller.replace(':', '-')}.csv"
     elif path.is_file():
         raise UserError(f"--controller runs on a run directory's env or on an env id, not on a file ({target})")
     else:
         env_config = EnvConfig(id=target)
         default_csv = None  # an env id has no run directory: rows are written only with --csv
-    from rlpilot.controllers import CONTROLLERS
-
-    if controller not in CONTROLLERS:
-        raise UserError(f"--controller {controller}: choose one of {', '.join(CONTROLLERS)}")
     # raw observations and categorical actions: what the controllers read and the action space samples
     # (and no residual base: the controller's action goes to the env as it is)
     env_config = replace(env_config, normalize_obs=False, action_encoding="categorical", base_controller="none")
-    return PlayablePolicy(env_config, None, None, default_csv, controller)
+    return PlayablePolicy(env_config, None, None, default_csv, controller, kwargs)
 
 
 def _is_env_id(name: str) -> bool:
@@ -129,6 +137,7 @@ def evaluate_target(
     checkpoint: str = "last",
     backend: str | None = None,
     controller: str | None = None,
+    controller_kwargs: dict | None = None,
 ) -> tuple[EvalResult, Path | None, Path | None]:
     """Greedy episodes of a run or an artifact (or ``controller`` on a run's env or an env id); per-episode
     rows to CSV (``csv_path``, else the run's or artifact's default; a controller on an env id writes none
@@ -136,7 +145,7 @@ def evaluate_target(
 
     ``backend`` overrides the env's ``env.backend`` (e.g. a policy trained on ``native`` evaluated
     on gymnasium's own env with ``auto``)."""
-    target = playable(path, checkpoint, controller)
+    target = playable(path, checkpoint, controller, controller_kwargs)
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
     if backend is not None and backend not in BACKENDS:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlpilot.controllers import RESIDUAL_FORMULAS, residual_terms
+from rlpilot.controllers import ARM_ERROR_MONITOR, RESIDUAL_FORMULAS, residual_terms
 from rlpilot.envs.make import observation_reader, to_numpy
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
@@ -49,6 +49,7 @@ class DeployedPolicy(nn.Module):
         residual_scale: float = 1.0,
         residual_mode: str = "add",
         residual_gate: float = 0.0,
+        residual_gate_index: int | None = None,
         bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
         super().__init__()
@@ -62,6 +63,7 @@ class DeployedPolicy(nn.Module):
         self.residual_scale = float(residual_scale)
         self.residual_mode = residual_mode
         self.residual_gate = float(residual_gate)
+        self.residual_gate_index = ARM_ERROR_MONITOR if residual_gate_index is None else int(residual_gate_index)
         low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
         self.register_buffer("low", torch.as_tensor(low).detach().clone().float())
         self.register_buffer("high", torch.as_tensor(high).detach().clone().float())
@@ -70,7 +72,9 @@ class DeployedPolicy(nn.Module):
         action = self.greedy((observation - self.loc) / self.scale)
         if self.base is None:
             return action
-        gains, added = residual_terms(action, self.residual_scale, self.residual_mode, observation, self.residual_gate)
+        gains, added = residual_terms(
+            action, self.residual_scale, self.residual_mode, observation, self.residual_gate, self.residual_gate_index
+        )
         if not self.state_size:
             return self._clip(self.base(observation, None, gains) + added)
         base_action, next_state = self.base(observation, state, gains)
@@ -148,12 +152,18 @@ def export_run(
         )
     obs_dim = int(probe_env.observation_spec["observation"].shape[-1])
     action_spec = probe_env.full_action_spec_unbatched["action"]
-    probe_env.close()
+    env_box = None
     base = None
     if config.env.base_controller != "none":  # residual RL: the base controller goes into the artifact too
-        from rlpilot.controllers import ControllerModule, base_controller
+        from rlpilot.controllers import ControllerModule, exportable
 
-        base = ControllerModule(base_controller(config.env.base_controller, config.env.id))
+        residual_env = probe_env.base_env.vector_env
+        env_box = residual_env.env.single_action_space  # the env's actions (a gain schedule's policy acts on gains)
+        controller = residual_env.controller
+        gains = len(controller.gain_names) if config.env.residual_mode == "gains" else 0
+        exportable(controller, config.env.base_controller, obs_dim, gains)
+        base = ControllerModule(controller)
+    probe_env.close()
     module = DeployedPolicy(
         policy.algo.greedy_module,
         policy.obs_norm,
@@ -162,19 +172,27 @@ def export_run(
         residual_scale=config.env.residual_scale,
         residual_mode=config.env.residual_mode,
         residual_gate=config.env.residual_gate,
-        bounds=(action_spec.space.low, action_spec.space.high) if base is not None else None,
+        residual_gate_index=config.env.residual_gate_index,
+        bounds=(torch.as_tensor(env_box.low), torch.as_tensor(env_box.high)) if base is not None else None,
     ).eval()
     observations = parity_observations(policy, PARITY_OBSERVATIONS, seed)
     inputs = (observations,)
     if module.state_size:
         inputs = (observations, rollout_states(module, observations, PARITY_ENVS))
-    signature = _signature(fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size)
+    signature = _signature(fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size, env_box)
     tolerance = CONTINUOUS_TOLERANCE if base is None else BASE_TOLERANCE
     return write_checked(module, inputs, fmt, out_dir, signature, tolerance, force=force)
 
 
 def _signature(
-    fmt: str, file_name: str, obs_dim: int, action_spec, config, policy: LoadedPolicy, state_size: int = 0
+    fmt: str,
+    file_name: str,
+    obs_dim: int,
+    action_spec,
+    config,
+    policy: LoadedPolicy,
+    state_size: int = 0,
+    env_box=None,
 ) -> dict:
     from torchrl.data import Categorical, OneHot
 
@@ -195,6 +213,14 @@ def _signature(
             "decoding": "a one-hot int64 row per observation; argmax gives the action index",
         }
         output = {"name": "action", "shape": ["batch", n], "dtype": "int64"}
+    elif env_box is not None:  # controller + policy: the env's own actions, whatever the policy acts on
+        action = {
+            "type": "box",
+            "low": env_box.low.tolist(),
+            "high": env_box.high.tolist(),
+            "decoding": "the controller's action, clipped to [low, high]",
+        }
+        output = {"name": "action", "shape": ["batch", *env_box.shape], "dtype": "float32"}
     else:
         low, high = action_spec.space.low, action_spec.space.high
         action = {
@@ -214,6 +240,7 @@ def _signature(
         }
     ]
     outputs = [output]
+    gate_index = ARM_ERROR_MONITOR if config.env.residual_gate_index is None else config.env.residual_gate_index
     if state_size:
         state = {"name": "state", "shape": ["batch", state_size], "dtype": "float32"}
         inputs.append(
@@ -235,13 +262,15 @@ def _signature(
         "controller": (
             {
                 "base": config.env.base_controller,
+                "base_kwargs": config.env.base_controller_kwargs,
                 "residual_scale": config.env.residual_scale,
                 "residual_mode": config.env.residual_mode,
                 "residual_gate": config.env.residual_gate,
+                "residual_gate_index": config.env.residual_gate_index,
                 "note": f"the action is {RESIDUAL_FORMULAS[config.env.residual_mode]}"
                 + (
-                    f", policy(observation) first times clamp(observation[-1] / {config.env.residual_gate:g} - 1, 0, 1)"
-                    " (residual_gate: the error monitor)"
+                    f", policy(observation) first times clamp(|observation[{gate_index}]| / "
+                    f"{config.env.residual_gate:g} - 1, 0, 1) (residual_gate: the error signal)"
                     if config.env.residual_gate
                     else ""
                 )

@@ -13,7 +13,8 @@ logged by torch before the error. So a ``.pt2`` is checked here first, as data, 
 - every weight and constant is a raw tensor (``use_pickle`` false), never a pickled or custom object;
 - the sample inputs load with ``torch.load(weights_only=True)`` (so torch's unsafe retry never happens);
 - the graph calls ATen/prims operators only (no Python callables, no higher-order ops), has no guards
-  code, its shape expressions are arithmetic on symbols, and every name is a plain dotted identifier;
+  code but the one comparing the observation's and the state's batch sizes (a stateful controller), its
+  shape expressions are arithmetic on symbols, and every name is a plain dotted identifier;
 - node metadata (stack traces, module paths: text torch copies into generated code) is dropped.
 
 Anything else is a :class:`UserError` naming the file: export the run again.
@@ -44,6 +45,9 @@ _ARCHIVE_FILES = re.compile(
 )
 _RAW_PAYLOAD = re.compile(r"(weight|tensor)_\d+")
 _NAME = re.compile(r"[A-Za-z_][\w.\-]*|")  # a node, input, output or parameter name; or empty
+_BATCH_GUARD = re.compile(r"L\['(observation|state)'\]\.size\(\)\[0\] == L\['(observation|state)'\]\.size\(\)\[0\]")
+"""The one guard torch writes for a stateful controller's artifact: the observation and state batches agree
+(checked character by character, so the only code torch compiles from it is that comparison)."""
 _OPERATOR = re.compile(r"torch\.ops\.(aten|prims)\.\w+\.\w+|_operator\.getitem")
 _SYMBOL_DECL = re.compile(r"Symbol\('[A-Za-z_]\w*'(?:, \w+=(?:True|False))*\)")
 _EXPRESSION = re.compile(r"[\w\s+\-*/(),.%<>=!]*")
@@ -97,7 +101,8 @@ def _check_expression(path: Path, text: str) -> None:
 
 def _check_graph(path: Path, program: dict) -> None:
     """Raises unless the serialized program is plain operators on tensors; drops node metadata in place."""
-    if program.get("guards_code"):
+    guards = program.get("guards_code") or []
+    if not isinstance(guards, list) or not all(isinstance(g, str) and _BATCH_GUARD.fullmatch(g) for g in guards):
         raise _refuse(path, "it carries guards code")
     graph = program.get("graph_module", {}).get("graph", {})
     nodes = graph.get("nodes")
@@ -127,7 +132,7 @@ def _check_graph(path: Path, program: dict) -> None:
             elif key not in ("target", "torch_version", "schema_version") and not _NAME.fullmatch(value):
                 raise _refuse(path, f"a name that is not an identifier: {value[:60]!r}")
 
-    walk({k: v for k, v in program.items() if k != "range_constraints"})
+    walk({k: v for k, v in program.items() if k not in ("range_constraints", "guards_code")})  # guards: above
     for symbol in program.get("range_constraints") or {}:
         if not _SYMBOL.fullmatch(str(symbol)):
             raise _refuse(path, f"a shape symbol {str(symbol)[:40]!r}")

@@ -1,11 +1,14 @@
 """Who said code may run: a run or an artifact someone sent you runs none of its code unless you say so.
 
-Two things in a run directory or an exported artifact are code rather than data: an env id naming a Python
-module (``mymod:Env``, imported to build the env: the module runs on import) and a TorchScript program
+Three things in a run directory or an exported artifact are code rather than data: an env id naming a Python
+module (``mymod:Env``, imported to build the env: the module runs on import), a run's base controller naming
+one (``env.base_controller=mymod:MyPID``, imported to build the controller) and a TorchScript program
 (``.ts.pt``: TorchScript source that torch compiles and runs). ``rlpilot eval RUN|ARTIFACT``, ``export RUN``
-and ``train --resume RUN`` build what they read from files, so they refuse both with one line unless the
-command line says ``--trust-code``. Commands where the user names the env on the command line (``train ALGO
-mymod:Env``, ``check mymod:Env``, a preset with ``--set env.id=...``) import it as asked. Reading commands
+and ``train --resume RUN`` build what they read from files, so they refuse each with one line unless the
+command line says ``--trust-code``. Commands where the user names the env or the controller on the command
+line (``train ALGO mymod:Env``, ``check mymod:Env``, a preset with ``--set env.id=...`` or
+``--set env.base_controller=...``, ``eval ENV --controller mymod:MyPID``) import it as asked. An exported
+artifact holds the controller traced into the file (data): playing it imports nothing. Reading commands
 (``plot``, ``doctor``) never import anything a run names. Checked here, torch-free, before anything loads.
 """
 
@@ -49,10 +52,14 @@ def target_code(target: str | Path) -> str | None:
         from rlpilot.runs import load_run
 
         try:
-            env_id = load_run(path).config().env.id
+            env = load_run(path).config().env
         except UserError:
             return None
-        where = " (named in its config.yaml)"
+        env_id, where = env.id, " (named in its config.yaml)"
+        controller = getattr(env, "base_controller", "none")
+        if ":" not in env_id and ":" in controller:
+            module = controller.partition(":")[0]
+            return f"builds controller '{controller}'{where}: importing module '{module}' runs its code"
     elif path.is_file():
         signature = _artifact_signature(path)
         if signature is None:
