@@ -120,7 +120,7 @@ def startup_signal(run_dir: Path, rng: random.Random) -> dict:
     sig = rng.choice([signal.SIGTERM, signal.SIGINT])
     delay = rng.uniform(0.5, 2.0)
     before = resume_events(run_dir)
-    starting = cli("train", "--resume", str(run_dir), "-q")
+    starting = cli("train", "--resume", str(run_dir), "--trust-code", "-q")
     time.sleep(delay)
     starting.send_signal(sig)
     _, stderr = starting.communicate(timeout=300)
@@ -192,7 +192,7 @@ def main() -> None:
         fault_index += 1
         event = {"fault": fault, "minute": round((time.time() - start) / 60, 2), "frames": logged_frames(run_dir)[-1]}
         if fault == "second_writer":
-            second = cli("train", "--resume", str(run_dir), "-q")
+            second = cli("train", "--resume", str(run_dir), "--trust-code", "-q")
             _, stderr = second.communicate(timeout=300)
             event.update(exit=second.returncode, stderr=stderr.strip())
             assert second.returncode == 2 and len(stderr.strip().splitlines()) == 1, stderr
@@ -209,14 +209,14 @@ def main() -> None:
                 restarts += event["counted"]  # a resume stopped before it recorded itself is no restart
             if fault == "write_error":  # a resume that cannot write its next checkpoint
                 size = (run_dir / "checkpoints" / "last.pt").stat().st_size
-                failing = cli("train", "--resume", str(run_dir), "-q", limit_bytes=size // 2)
+                failing = cli("train", "--resume", str(run_dir), "--trust-code", "-q", limit_bytes=size // 2)
                 _, stderr = failing.communicate(timeout=600)
                 meta = json.loads((run_dir / "meta.json").read_text())
                 event.update(write_error_exit=failing.returncode, status=meta["status"], reason=meta.get("reason"))
                 restarts += 1
             restarts += 1
             resumed_from = checkpoint_frames(run_dir)
-            process = cli("train", "--resume", str(run_dir), "-q")
+            process = cli("train", "--resume", str(run_dir), "--trust-code", "-q")
             wait_training(run_dir, process, after=resumed_from)
         log.append(event)
         print(json.dumps(event), flush=True)
@@ -237,7 +237,7 @@ def report(run_dir: Path, log: list[dict], rss: dict[int, list[float]], restarts
         for pid, values in rss.items()
         if len(values) >= 10
     }
-    stdout, _ = cli("eval", str(run_dir), "--episodes", "100").communicate(timeout=600)
+    stdout, _ = cli("eval", str(run_dir), "--trust-code", "--episodes", "100").communicate(timeout=600)
     evaluation = stdout.splitlines()[0] if stdout else "eval failed"
     summary = {
         "minutes": args.minutes,
