@@ -837,7 +837,7 @@ def tune_controller(
                          f"{values.mean():.4g} [{low:.4g}, {high:.4g}]")  # fmt: skip
     best_yaml = yaml.safe_dump({"env": {"base_controller": controller, "base_controller_kwargs": result["best"]}})
     atomic_write(out / "best.yaml", f"# rlpilot tune --controller {controller} on {plain.id}\n{best_yaml}")
-    atomic_write(out / "tune.json", json.dumps(result, indent=2) + "\n")
+    atomic_write(out / "tune.json", dumps(result, indent=2) + "\n")
     lines.append(
         f"best: {out / 'best.yaml'} (train with it: --set env.base_controller_kwargs=...; eval: --controller-kwargs)"
     )

@@ -97,7 +97,10 @@ def test_export_into_another_runs_export_is_refused_without_force(capsys, run, t
     line = error_line(capsys, ["export", "--trust-code", other, "--format", "torchscript", "--out", run / "export"])
     assert "another run" in line and "--force" in line
     assert files(run / "export") == before
-    assert main(["export", "--trust-code", str(other), "--format", "torchscript", "--out", str(run / "export"), "--force"]) == 0
+    assert (
+        main(["export", "--trust-code", str(other), "--format", "torchscript", "--out", str(run / "export"), "--force"])
+        == 0
+    )
     assert str(other) in (run / "export" / "policy.ts.pt.json").read_text()
 
 
