@@ -39,6 +39,7 @@ MINIBATCH_KEYS = ("observation", "action", "advantage", "value_target", LOG_PROB
 
 
 class PPO:
+    on_policy = True
     time_dim = -2
     """Where time runs in a collected batch (``[num_envs, steps, ...]`` with per-step values ``[..., 1]``)."""
 
@@ -188,6 +189,12 @@ class PPO:
             "updates": self.updates,
             "guard": self.guard.state_dict(),
         }
+
+    def acting_state(self) -> dict:
+        return {"actor": self.actor_net.state_dict()}
+
+    def load_acting_state(self, state: dict) -> None:
+        self.actor_net.load_state_dict(state["actor"])
 
     def load_state_dict(self, state: dict) -> None:
         self.actor_net.load_state_dict(state["actor"])
