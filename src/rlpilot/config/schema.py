@@ -619,7 +619,7 @@ class Config:
             problems.append(f"sac.target_entropy must be auto or a number (got '{target_entropy}')")
         if self.algo in ("sac", "td3") and self.env.action_encoding != "categorical":
             problems.append(f"{self.algo} acts on continuous (Box) actions: env.action_encoding does not apply")
-        if "collect" in self.sections and self.env.num_envs % self.collect.workers:
+        if "collect" in self.sections and self.collect.workers > 0 and self.env.num_envs % self.collect.workers:
             multiple = self.collect.workers * max(1, self.env.num_envs // self.collect.workers)
             problems.append(
                 f"env.num_envs ({self.env.num_envs}) is split evenly over collect.workers ({self.collect.workers}): "
