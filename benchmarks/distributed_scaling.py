@@ -58,16 +58,25 @@ def measure(workers: int, args, ray) -> dict:
         collection.synchronous = schedule == "sync"
         collection.publish(algo.acting_state())
         collection.collect()  # warm-up: first batch (imports and env resets are behind us after it)
-        frames, lags, start = 0, [], time.perf_counter()
+        frames, lags, start, actor_seconds, actor_cpu = 0, [], time.perf_counter(), 0.0, 0.0
         steps = args.batches if schedule == "sync" else args.batches * workers
         while steps > 0:
             batch = collection.collect()
             collection.publish(algo.acting_state())
             frames += batch.numel()
             lags.append(collection.metrics()["collect/policy_lag"])
+            actor_seconds += sum(result["seconds"] for result in collection.last_results)
+            actor_cpu += sum(result["cpu_seconds"] for result in collection.last_results)
             steps -= 1 if schedule == "sync" else batch.shape[0] // args.envs_per_actor
         seconds = time.perf_counter() - start
-        rates[schedule] = {"fps": frames / seconds, "frames": frames, "seconds": seconds, "lag": sum(lags) / len(lags)}
+        rates[schedule] = {
+            "fps": frames / seconds,
+            "frames": frames,
+            "seconds": seconds,
+            "lag": sum(lags) / len(lags),
+            "actor_fps": frames / actor_seconds,  # while an actor collects: the env's rate plus our overhead
+            "actor_cpu_ms_per_frame": 1000 * actor_cpu / frames,
+        }
         print(f"N={workers:2d} {schedule:5s}: {frames / seconds:8.1f} frames/s ({frames} frames, {seconds:.1f} s)")
     collection.close()
     env.close()
@@ -97,8 +106,9 @@ def main() -> None:
         f"{args.steps} steps an env a batch; ideal {ideal:g} frames/s an actor",
         "",
         "| actors | sync frames/s | x one actor | share of N x one actor | async frames/s | x one actor | "
-        "share of N x one actor | async policy lag | actor start-up s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "share of N x one actor | async policy lag | frames/s an actor while collecting (sync) | "
+        "actor CPU ms a frame | actor start-up s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         n = result["workers"]
@@ -106,7 +116,8 @@ def main() -> None:
         for schedule in ("sync", "async"):
             fps = result[schedule]["fps"]
             cells += [f"{fps:.0f}", f"{fps / (base[schedule]):.2f}", f"{fps / (base[schedule] * n):.2f}"]
-        cells += [f"{result['async']['lag']:.2f}", f"{result['startup_s']:.1f}"]
+        cells += [f"{result['async']['lag']:.2f}", f"{result['sync']['actor_fps']:.0f}"]
+        cells += [f"{result['sync']['actor_cpu_ms_per_frame']:.2f}", f"{result['startup_s']:.1f}"]
         body.append("| " + " | ".join(cells) + " |")
     print("\n".join(body))
     if args.out:

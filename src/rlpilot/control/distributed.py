@@ -71,15 +71,16 @@ class CollectionActor:
         if version != self.version:
             self.algo.load_acting_state(acting_state)
             self.version = version
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         batch = self.collector.collect()
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
         returns, lengths = self.collector.episodes.drain()
         events, self.collector.events = self.collector.events, []
         return {
             "batch": batch,
             "version": version,
             "seconds": seconds,
+            "cpu_seconds": cpu_seconds,
             "returns": returns,
             "lengths": lengths,
             "events": events,
@@ -208,6 +209,7 @@ class RayCollection:
         frames = batch.numel()
         received = sum(tensor_bytes(b.to_dict()) for b in batches)
         step_seconds = max(now - self.last_return, 1e-9)
+        self.last_results = results  # what the actors reported (benchmarks read their seconds and CPU seconds)
         self.last_metrics = {
             "collect/policy_lag": sum(self.version - result["version"] for result in results) / len(results),
             "collect/actor_fps": sum(r["batch"].numel() / max(r["seconds"], 1e-9) for r in results) / len(results),
