@@ -8,8 +8,9 @@ and the learner takes batches as training does:
 - ``sync`` (PPO's schedule): every actor collects one batch with the same weights, the learner waits for all;
 - ``async`` (DQN/SAC/TD3's schedule): the learner takes what has arrived, each arrived actor starts again.
 
-Throughput is frames received / wall seconds over ``--batches`` learner steps after one warm-up step, learning
-left out (what collection alone delivers). The target: N actors reach at least 0.8 x N x the one-actor rate.
+Throughput is frames received / wall seconds over ``--batches`` batches an actor after one warm-up step,
+learning left out (what collection alone delivers), in ``--rounds`` rounds where the two schedules take
+turns. The target: N actors reach at least 0.8 x N x the one-actor rate.
 The ideal per actor is ``envs_per_actor x 1000 / step_ms`` frames/s (a SyncVectorEnv steps its envs in turn).
 
     python benchmarks/distributed_scaling.py --out benchmarks/results/distributed_scaling-DATE.txt
@@ -53,34 +54,55 @@ def measure(workers: int, args, ray) -> dict:
     started = time.perf_counter()
     collection = RayCollection(config, seed=100, obs_norm=None, device=device, synchronous=True)
     startup = time.perf_counter() - started
+    rounds: dict[str, list[dict]] = {"sync": [], "async": []}
+    for _ in range(args.rounds):  # the schedules take turns, so a change in the machine's load touches both
+        for schedule in ("sync", "async"):
+            rounds[schedule].append(time_schedule(collection, algo, schedule, workers, args))
+            if collection.pending:  # async leaves one batch in flight per actor: let it land before sync
+                ray.get(list(collection.pending))
+                collection.pending.clear()
     rates = {}
-    for schedule in ("sync", "async"):
-        collection.synchronous = schedule == "sync"
-        collection.publish(algo.acting_state())
-        collection.collect()  # warm-up: first batch (imports and env resets are behind us after it)
-        frames, lags, start, actor_seconds, actor_cpu = 0, [], time.perf_counter(), 0.0, 0.0
-        steps = args.batches if schedule == "sync" else args.batches * workers
-        while steps > 0:
-            batch = collection.collect()
-            collection.publish(algo.acting_state())
-            frames += batch.numel()
-            lags.append(collection.metrics()["collect/policy_lag"])
-            actor_seconds += sum(result["seconds"] for result in collection.last_results)
-            actor_cpu += sum(result["cpu_seconds"] for result in collection.last_results)
-            steps -= 1 if schedule == "sync" else batch.shape[0] // args.envs_per_actor
-        seconds = time.perf_counter() - start
+    for schedule, measured in rounds.items():
+        frames = sum(r["frames"] for r in measured)
+        seconds = sum(r["seconds"] for r in measured)
         rates[schedule] = {
             "fps": frames / seconds,
+            "fps_rounds": [r["frames"] / r["seconds"] for r in measured],
             "frames": frames,
             "seconds": seconds,
-            "lag": sum(lags) / len(lags),
-            "actor_fps": frames / actor_seconds,  # while an actor collects: the env's rate plus our overhead
-            "actor_cpu_ms_per_frame": 1000 * actor_cpu / frames,
+            "lag": sum(r["lag"] for r in measured) / len(measured),
+            "actor_fps": frames / sum(r["actor_seconds"] for r in measured),  # the env's rate plus our overhead
+            "actor_cpu_ms_per_frame": 1000 * sum(r["actor_cpu"] for r in measured) / frames,
         }
         print(f"N={workers:2d} {schedule:5s}: {frames / seconds:8.1f} frames/s ({frames} frames, {seconds:.1f} s)")
     collection.close()
     env.close()
     return {"workers": workers, "startup_s": startup, **rates}
+
+
+def time_schedule(collection, algo, schedule: str, workers: int, args) -> dict:
+    """One round of one schedule: a warm-up learner step, then ``--batches`` actor batches an actor, timed."""
+    collection.synchronous = schedule == "sync"
+    collection.publish(algo.acting_state())
+    collection.collect()  # warm-up (the first batch also pays for imports and env resets)
+    frames, lags, start, actor_seconds, actor_cpu = 0, [], time.perf_counter(), 0.0, 0.0
+    steps = args.batches * workers
+    while steps > 0:
+        batch = collection.collect()
+        collection.publish(algo.acting_state())
+        frames += batch.numel()
+        lags.append(collection.metrics()["collect/policy_lag"])
+        actor_seconds += sum(result["seconds"] for result in collection.last_results)
+        actor_cpu += sum(result["cpu_seconds"] for result in collection.last_results)
+        steps -= batch.shape[0] // args.envs_per_actor
+    seconds = time.perf_counter() - start
+    return {
+        "frames": frames,
+        "seconds": seconds,
+        "lag": sum(lags) / len(lags),
+        "actor_seconds": actor_seconds,
+        "actor_cpu": actor_cpu,
+    }
 
 
 def main() -> None:
@@ -89,7 +111,8 @@ def main() -> None:
     parser.add_argument("--step-ms", type=float, default=10.0)
     parser.add_argument("--envs-per-actor", type=int, default=1)
     parser.add_argument("--steps", type=int, default=50, help="steps per env per batch")
-    parser.add_argument("--batches", type=int, default=8, help="learner steps timed per N and schedule")
+    parser.add_argument("--batches", type=int, default=4, help="batches an actor, timed per round and schedule")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; the schedules take turns in each")
     parser.add_argument("--out", help="result file (stamped, JSON beside it); default: print only")
     args = parser.parse_args()
     header = stamp.header()

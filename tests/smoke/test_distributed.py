@@ -23,6 +23,7 @@ from rlpilot.runs import load_run
 
 SLOW = ["--set", "env.id=rlpilot/SlowCartPole-v0", "--set", "env.kwargs={step_ms: 5}"]
 QUIET = ["--set", "train.loggers=[]", "--set", "train.eval_episodes=2", "-q"]
+SMALL_PPO = ["--set", "ppo.minibatch_size=64"]
 
 
 def _rows(path: Path) -> list[dict]:
@@ -110,7 +111,7 @@ def loopback_ray():
 def test_ppo_collects_synchronously_on_two_actors(tmp_path, loopback_ray):
     path = tmp_path / "ppo"
     args = ["train", "ppo", "CartPole-v1", "--frames", "512", "--run-dir", str(path), "--ray", "local"]
-    assert main([*args, "--set", "collect.workers=2", "--set", "env.num_envs=4", *QUIET]) == 0
+    assert main([*args, "--set", "collect.workers=2", "--set", "env.num_envs=4", *SMALL_PPO, *QUIET]) == 0
     rows = _rows(path)
     assert [int(float(row["frames"])) for row in rows][-1] == 512
     row = rows[-1]
@@ -126,7 +127,7 @@ def test_ppo_collects_synchronously_on_two_actors(tmp_path, loopback_ray):
 def test_sac_collects_asynchronously_and_keeps_its_update_to_data_ratio(tmp_path, loopback_ray):
     path = tmp_path / "sac"
     settings = ["collect.workers=2", "env.num_envs=2", "sac.updates_per_frame=0.5", "sac.learning_starts=0"]
-    settings += ["sac.batch_size=32", "model.hidden=[16]"]
+    settings += ["sac.batch_size=32", "model.hidden_sizes=[16]"]
     args = ["train", "sac", "Pendulum-v1", "--frames", "320", "--run-dir", str(path), "--ray", "local"]
     assert main([*args, *[item for s in settings for item in ("--set", s)], *QUIET]) == 0
     saved = torch.load(path / "checkpoints" / "last.pt", weights_only=True)
@@ -150,7 +151,7 @@ def test_an_actor_killed_mid_run_is_replaced_and_the_run_finishes(tmp_path, loop
     killer.start()
     args = ["train", "ppo", "CartPole-v1", "--frames", "2560", "--run-dir", str(path), "--ray", "local"]
     settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.log_every_frames=64"]
-    assert main([*args, *SLOW, *settings, *QUIET]) == 0
+    assert main([*args, *SLOW, *settings, *SMALL_PPO, *QUIET]) == 0
     killer.join(timeout=5)
     assert victims, "no actor was killed"
     replaced = [event for event in _events(path) if event["event"] == "worker_replaced"]
@@ -165,7 +166,7 @@ def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_c
     the actors; a resumed run killed with SIGKILL resumes again, its frames strictly increasing."""
     path = tmp_path / "run"
     settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.checkpoint_every_frames=128"]
-    common = [*SLOW, *settings, "--set", "train.log_every_frames=64", *QUIET]
+    common = [*SLOW, *settings, *SMALL_PPO, "--set", "train.log_every_frames=64", *QUIET]
     process = start_cli("train", "ppo", "CartPole-v1", "--frames", 100_000, "--run-dir", path, "--ray", "local", *common)
     _wait_for(lambda: (path / "checkpoints" / "last.pt").exists(), timeout=240)
     actors = _actor_pids()
