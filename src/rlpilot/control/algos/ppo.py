@@ -149,6 +149,7 @@ class PPO:
         columns = {key: flat.get(key) for key in MINIBATCH_KEYS}
         sums = torch.zeros(len(STEP_METRICS), device=self.device)
         skipped = steps = 0
+        lr, clip = self.lr(), self.clip_epsilon()  # what is logged if a signal ends the update before its first step
         for _ in range(cfg.epochs):
             if stopping.requested():  # SIGINT/SIGTERM: end the update here; the loop checkpoints and stops
                 break
