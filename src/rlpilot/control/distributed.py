@@ -54,14 +54,7 @@ class CollectionActor:
         self.env = make_env(config.env, num_envs=envs, seed=seed, device=device, obs_norm_state=obs_norm)
         self.algo = build(config, self.env, device)
         self.version = -1
-        self.collector = BatchCollector(
-            self.env,
-            self.algo.act,
-            steps=config.algo_config.steps_per_env,
-            seed=seed,
-            on_nonfinite=config.guard.on_nonfinite_obs,
-            env_id=config.env.id,
-        )
+        self.collector = BatchCollector.for_run(self.env, self.algo.act, config, seed=seed)
 
     def pid(self) -> int:
         return os.getpid()

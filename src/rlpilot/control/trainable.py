@@ -56,14 +56,7 @@ class ControlTrainable:
             )
             self.collector.publish(self.algo.acting_state())
         else:
-            self.collector = BatchCollector(
-                self.env,
-                self.algo.act,
-                steps=config.algo_config.steps_per_env,
-                seed=seed,
-                on_nonfinite=config.guard.on_nonfinite_obs,
-                env_id=config.env.id,
-            )
+            self.collector = BatchCollector.for_run(self.env, self.algo.act, config, seed=seed)
 
     def step(self) -> Step:
         batch = self.collector.collect()
