@@ -137,6 +137,7 @@ def test_sac_collects_asynchronously_and_keeps_its_update_to_data_ratio(tmp_path
     assert max(lags) >= 1.0  # actors collected while the learner learned
 
 
+@pytest.mark.slow  # a replacement actor starts while the run goes on: ~15 s idle, ~50 s on a loaded 2-core machine
 @pytest.mark.xdist_group("ray")
 def test_an_actor_killed_mid_run_is_replaced_and_the_run_finishes(tmp_path, loopback_ray):
     path = tmp_path / "killed"
