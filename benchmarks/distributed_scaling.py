@@ -11,7 +11,8 @@ and the learner takes batches as training does:
 Throughput is frames received / wall seconds over ``--batches`` batches an actor after one warm-up step,
 learning left out (what collection alone delivers), in ``--rounds`` rounds where the two schedules take
 turns. The target: N actors reach at least 0.8 x N x the one-actor rate.
-The ideal per actor is ``envs_per_actor x 1000 / step_ms`` frames/s (a SyncVectorEnv steps its envs in turn).
+The ideal per actor is ``1000 / step_ms`` frames/s whatever its envs (a SyncVectorEnv steps them in turn);
+more envs an actor share its per-step overhead (the policy forward) over more frames.
 
     python benchmarks/distributed_scaling.py --out benchmarks/results/distributed_scaling-DATE.txt
 """
@@ -123,7 +124,7 @@ def main() -> None:
     with ray_session("local", max(counts)) as ray:
         results = [measure(n, args, ray) for n in counts]
     base = {schedule: results[0][schedule]["fps"] / counts[0] for schedule in ("sync", "async")}
-    ideal = args.envs_per_actor * 1000.0 / args.step_ms
+    ideal = 1000.0 / args.step_ms  # a SyncVectorEnv steps an actor's envs one after another
     body = [
         f"# slow env: rlpilot/SlowCartPole-v0, step_ms={args.step_ms:g}, {args.envs_per_actor} env(s) an actor, "
         f"{args.steps} steps an env a batch; ideal {ideal:g} frames/s an actor",
