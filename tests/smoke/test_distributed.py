@@ -107,6 +107,7 @@ def loopback_ray():
         ray.shutdown()
 
 
+@pytest.mark.slow  # Ray and two actors start: ~15 s idle, ~30 s loaded (as the Ray sweep test, make test-all)
 @pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two test workers)
 def test_ppo_collects_synchronously_on_two_actors(tmp_path, loopback_ray):
     path = tmp_path / "ppo"
@@ -123,6 +124,7 @@ def test_ppo_collects_synchronously_on_two_actors(tmp_path, loopback_ray):
     assert load_run(path).status == "finished"
 
 
+@pytest.mark.slow  # ~30 s loaded (make test-all)
 @pytest.mark.xdist_group("ray")
 def test_sac_collects_asynchronously_and_keeps_its_update_to_data_ratio(tmp_path, loopback_ray):
     path = tmp_path / "sac"
