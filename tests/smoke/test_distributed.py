@@ -170,7 +170,8 @@ def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_c
     path = tmp_path / "run"
     settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.checkpoint_every_frames=128"]
     common = [*SLOW, *settings, *SMALL_PPO, "--set", "train.log_every_frames=64", *QUIET]
-    process = start_cli("train", "ppo", "CartPole-v1", "--frames", 100_000, "--run-dir", path, "--ray", "local", *common)
+    args = ["train", "ppo", "CartPole-v1", "--frames", 100_000, "--run-dir", path, "--ray", "local"]
+    process = start_cli(*args, *common)
     _wait_for(lambda: (path / "checkpoints" / "last.pt").exists(), timeout=240)
     actors = _actor_pids()
     assert actors
