@@ -144,6 +144,7 @@ def test_sac_collects_asynchronously_and_keeps_its_update_to_data_ratio(tmp_path
 def test_an_actor_killed_mid_run_is_replaced_and_the_run_finishes(tmp_path, loopback_ray):
     path = tmp_path / "killed"
     victims: list[int] = []
+    _wait_for(lambda: not _actor_pids(), timeout=60)  # the actors of earlier tests have exited
 
     def kill_one_actor():
         _wait_for(lambda: (path / "metrics.csv").exists() and len(_actor_pids()) >= 2)
