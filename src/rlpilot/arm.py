@@ -388,9 +388,18 @@ def _inverse_kinematics(point: np.ndarray) -> tuple[float, float]:
 
 
 def register_envs() -> None:
-    """Registers ``rlpilot/ReacherTrack-v0`` (called when an ``rlpilot/`` id is used)."""
+    """Registers rlpilot's gymnasium ids (called when an ``rlpilot/`` id is used): ``rlpilot/ReacherTrack-v0``
+    and ``rlpilot/SlowCartPole-v0`` (:mod:`rlpilot.envs.slow`, imported only when made: registering stays
+    torch-free)."""
     import gymnasium as gym
 
+    if "rlpilot/SlowCartPole-v0" not in gym.registry:
+        gym.register(
+            "rlpilot/SlowCartPole-v0",
+            entry_point="rlpilot.envs.slow:SlowCartPole",
+            max_episode_steps=500,
+            reward_threshold=475.0,
+        )
     if "rlpilot/ReacherTrack-v0" not in gym.registry:
         gym.register(
             "rlpilot/ReacherTrack-v0",

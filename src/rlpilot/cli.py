@@ -154,7 +154,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         if args.target or args.seed is not None or args.device or args.run_dir or args.config:
             raise UserError(
                 "--resume RUN continues a run with its own config: no preset, ALGO ENV, --config, --seed, --device "
-                "or --run-dir with it; --frames N and --set train.* (budget, stop rule, intervals) may change"
+                "or --run-dir with it; --frames N, --set train.* (budget, stop rule, intervals) and --ray may change"
             )
     else:
         if not args.target and not args.config:
@@ -180,10 +180,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
             overrides=args.set,
             show_progress=not args.quiet,
             verbose=args.verbose,
+            ray=args.ray,
         )
     else:
         run = train(
-            config, run_root=args.runs, run_dir=args.run_dir, show_progress=not args.quiet, verbose=args.verbose
+            config,
+            run_root=args.runs,
+            run_dir=args.run_dir,
+            show_progress=not args.quiet,
+            verbose=args.verbose,
+            ray=args.ray,
         )
     meta = run.meta()
     evaluation = "-" if run.last_eval is None else f"{run.last_eval:.1f}"
@@ -568,6 +574,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --resume: the run's env names a Python module (module:Class) and you trust the run: import it",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="a status line every train.milestone_every_frames")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="collect on collect.workers Ray actors: a cluster address (host:port) or 'local' (docs/distributed.md)",
+    )
     p.set_defaults(func=_cmd_train)
 
     p = verbs.add_parser("eval", help="greedy episodes of a trained run, an exported policy or a baseline controller")

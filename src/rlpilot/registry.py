@@ -35,10 +35,10 @@ class AlgorithmEntry:
 
 
 ALGORITHMS: dict[str, AlgorithmEntry] = {
-    "ppo": AlgorithmEntry("control", ("env", "model", "ppo"), "rlpilot.control.algos.ppo:PPO"),
-    "dqn": AlgorithmEntry("control", ("env", "model", "dqn"), "rlpilot.control.algos.dqn:DQN"),
-    "sac": AlgorithmEntry("control", ("env", "model", "sac"), "rlpilot.control.algos.sac:SAC"),
-    "td3": AlgorithmEntry("control", ("env", "model", "td3"), "rlpilot.control.algos.td3:TD3"),
+    "ppo": AlgorithmEntry("control", ("env", "model", "ppo", "collect"), "rlpilot.control.algos.ppo:PPO"),
+    "dqn": AlgorithmEntry("control", ("env", "model", "dqn", "collect"), "rlpilot.control.algos.dqn:DQN"),
+    "sac": AlgorithmEntry("control", ("env", "model", "sac", "collect"), "rlpilot.control.algos.sac:SAC"),
+    "td3": AlgorithmEntry("control", ("env", "model", "td3", "collect"), "rlpilot.control.algos.td3:TD3"),
     "grpo": AlgorithmEntry("llm", ("llm", "grpo"), "rlpilot.llm.grpo:GRPOTrainable"),
     # multi-agent PPO on a group of agents (docs/multi-agent.md): centralised critic or per-agent critic
     "mappo": AlgorithmEntry("multiagent", ("env", "model", "ppo", "marl"), "rlpilot.multiagent.mappo:MAPPO", "ppo"),
@@ -103,7 +103,8 @@ def preset_text(name: str) -> str:
 # -- environment ids -------------------------------------------------------------------------
 NAMESPACES = {
     "MinAtar": ("minatar.gym", "register_envs", "pixels"),
-    "rlpilot": ("rlpilot.arm", "register_envs", "mujoco"),  # rlpilot/ReacherTrack-v0 (docs/robot-arm.md)
+    # rlpilot/ReacherTrack-v0 (docs/robot-arm.md), rlpilot/SlowCartPole-v0 (docs/distributed.md)
+    "rlpilot": ("rlpilot.arm", "register_envs", "mujoco"),  # torch-free: `rlpilot presets` registers them
 }
 """gymnasium namespaces whose ids a package registers on import: (module, its register function, extra)."""
 

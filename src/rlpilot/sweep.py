@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from rlpilot.cluster import ray_session
 from rlpilot.config.load import load_config
 from rlpilot.errors import UserError
 from rlpilot.files import dumps
@@ -224,36 +225,6 @@ def _run_local(jobs: list[Job], workers: int, base: list[str]) -> None:
         futures = {pool.submit(_run_job, job): job for job in jobs}
         for future in as_completed(futures):
             _report(futures[future], base, future.result())
-
-
-@contextlib.contextmanager
-def ray_session(address: str, workers: int):
-    """Ray, started for the block and shut down after it (unless it was already running). ``local`` starts a
-    cluster on this machine whose listeners bind 127.0.0.1; with an address, the output folder must be on a
-    filesystem every node sees (NFS, a shared volume)."""
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--ray needs Ray: pip install 'rlpilot[dist]'") from None
-    started = not ray.is_initialized()
-    if started:
-        if address == "local":  # loopback only: the env var (set when rlpilot is imported) and the node address
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-            bound = ray.get_runtime_context().gcs_address
-            if not bound.startswith("127.0.0.1:"):
-                ray.shutdown()
-                raise UserError(
-                    f"the local Ray cluster bound {bound}, not loopback: Ray was imported before rlpilot; "
-                    "set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 in the environment and run again"
-                )
-        else:
-            ray.init(address=address, log_to_driver=False)
-    try:
-        yield ray
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> None:

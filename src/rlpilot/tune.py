@@ -467,7 +467,7 @@ class MlflowTrials:
 
 def run_workers(study: Study, trials: int, *, workers: int, ray: str | None, mlflow_uri: str | None) -> None:
     if ray is not None:
-        from rlpilot.sweep import ray_session
+        from rlpilot.cluster import ray_session
 
         with ray_session(ray, workers) as ray_module:
             remote = ray_module.remote(num_cpus=1)(worker)

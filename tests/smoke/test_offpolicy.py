@@ -13,6 +13,7 @@ from rlpilot.loop.trainer import resume, train
 from rlpilot.play.episodes import evaluate_target
 from rlpilot.play.export import export_run
 from rlpilot.play.load import load_artifact
+from rlpilot.play.trust import allow_code
 from rlpilot.play.write import FORMATS
 
 TINY = ["model.hidden_sizes=[32, 32]", "train.eval_episodes=2"]
@@ -59,13 +60,17 @@ def test_export_deterministic_actor_with_parity(exported_runs, preset, fmt, tmp_
     signature = json.loads(result.signature.read_text())
     assert signature["action"]["type"] != "discrete" and result.max_abs_diff <= 1e-5
     assert signature["parity"]["observations"] == 1000
-    policy, _ = load_artifact(result.artifact)
+    policy, _ = load_artifact(result.artifact, trusted=True)  # this test wrote it (TorchScript is code)
     observations = np.random.default_rng(0).normal(size=(7, 3)).astype(np.float32)
     action = policy(observations)
     assert action.shape == (7, 1) and (np.abs(action) <= 2.0 + 1e-6).all()  # Pendulum's Box: [-2, 2]
     np.testing.assert_array_equal(policy(observations), action)  # deterministic: the greedy actor
     live, _, _ = evaluate_target(run.path, episodes=3, seed=5, csv_path=tmp_path / "live.csv")
-    artifact, _, _ = evaluate_target(result.artifact, episodes=3, seed=5, csv_path=tmp_path / "art.csv")
+    allow_code(True)  # as `rlpilot eval ARTIFACT --trust-code` does
+    try:
+        artifact, _, _ = evaluate_target(result.artifact, episodes=3, seed=5, csv_path=tmp_path / "art.csv")
+    finally:
+        allow_code(False)
     np.testing.assert_allclose(artifact.returns, live.returns, rtol=1e-4, atol=1e-3)
 
 

@@ -148,6 +148,20 @@ CASES = {
         {"rows": columns(time__elapsed_s=[1.0 * i for i in range(12)])},
     ),
     # -- control ----------------------------------------------------------------------------------
+    "collection_bound": Case(
+        "collection_bound",
+        "info",
+        ("wait_share_last_quarter_median", 0.8),
+        {"cfg": config(collect={"workers": 2}), "rows": columns(collect__wait_share=0.8, collect__fps=300.0)},
+        {"cfg": config(collect={"workers": 2}), "rows": columns(collect__wait_share=0.3, collect__fps=300.0)},
+    ),
+    "learning_bound": Case(
+        "learning_bound",
+        "info",
+        ("workers", 4),
+        {"cfg": config(collect={"workers": 4}), "rows": columns(collect__wait_share=0.05)},
+        {"cfg": config(collect={"workers": 1}), "rows": columns(collect__wait_share=0.05)},
+    ),
     "rewards_zero": Case(
         "rewards_zero",
         "error",

@@ -128,6 +128,32 @@ def test_learn_updates_the_policy_used_for_acting():
     assert algo.updates == config.ppo.epochs * config.ppo.minibatches_per_epoch(config.frames_per_batch)
 
 
+def test_a_signal_before_the_first_update_ends_learn_without_updates():
+    """SIGTERM while the batch was being collected (in-process, or on Ray actors): learn returns at once."""
+    from rlpilot import stopping
+
+    algo, _ = _algo_and_batch("ppo-cartpole")
+    env = make_env(algo.config.env, seed=1)
+    batch = BatchCollector(env, algo.act, steps=algo.config.ppo.steps_per_env, seed=1).collect()
+    stopping.request("SIGTERM")
+    try:
+        metrics = algo.learn(batch, frames=batch.numel())
+    finally:
+        stopping.clear()
+    assert algo.updates == 0 and metrics["opt/lr"] == algo.config.ppo.lr
+
+
+def test_acting_state_carries_the_policy():
+    """What collection actors receive (rlpilot.control.distributed): the acting network, loaded into another PPO."""
+    algo, _ = _algo_and_batch("ppo-cartpole")
+    other, _ = _algo_and_batch("ppo-cartpole", ["train.seed=1"])
+    for p in other.actor_net.parameters():
+        torch.nn.init.zeros_(p)
+    other.load_acting_state(algo.acting_state())
+    observation = torch.randn(5, 4)
+    assert torch.equal(other.greedy_action(observation), algo.greedy_action(observation))
+
+
 def test_linear_schedules_reach_zero_at_the_budget():
     config = load_config(
         "ppo-cartpole", overrides=["train.total_frames=512", "env.num_envs=8", "ppo.steps_per_env=32", "ppo.epochs=2"]

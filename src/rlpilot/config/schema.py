@@ -305,6 +305,18 @@ class TrainConfig:
 
 
 @dataclass
+class CollectConfig:
+    workers: int = positive(1)
+    """Collection actors on Ray (docs/distributed.md): 1 collects in the training process, unless ``--ray`` is
+    given (then one actor); N > 1 needs ``--ray local`` or ``--ray ADDRESS`` and splits ``env.num_envs`` over N actors
+    (``env.num_envs / N`` envs each, seeds as in one process), so a batch holds the same frames as in one
+    process. PPO collects synchronously (every actor steps with the same weights, the learner waits for the
+    whole batch); DQN, SAC and TD3 asynchronously (each actor starts its next batch with the latest weights
+    as soon as its last one arrives; the learner keeps its ``updates_per_frame``). Worth it when the env,
+    not the learner, bounds the run (a step of milliseconds); not for envs that step in microseconds."""
+
+
+@dataclass
 class GuardConfig:
     enabled: bool = True
     """Skip updates whose loss or gradient norm is non-finite or above ``max_loss``."""
@@ -507,6 +519,7 @@ class Config:
     marl: MultiAgentConfig = field(default_factory=MultiAgentConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
+    collect: CollectConfig = field(default_factory=CollectConfig)
     guard: GuardConfig = field(default_factory=GuardConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     preset: str | None = None
@@ -623,10 +636,40 @@ class Config:
             problems.append(f"sac.target_entropy must be auto or a number (got '{target_entropy}')")
         if self.algo in ("sac", "td3") and self.env.action_encoding != "categorical":
             problems.append(f"{self.algo} acts on continuous (Box) actions: env.action_encoding does not apply")
+        if "collect" in self.sections and self.collect.workers > 0 and self.env.num_envs % self.collect.workers:
+            multiple = self.collect.workers * max(1, self.env.num_envs // self.collect.workers)
+            problems.append(
+                f"env.num_envs ({self.env.num_envs}) is split evenly over collect.workers ({self.collect.workers}): "
+                f"make it a multiple, e.g. env.num_envs={multiple}"
+            )
+        if "collect" in self.sections and (problem := remote_backend_problem(self, remote=self.collect.workers > 1)):
+            problems.append(problem)
         unknown_loggers = {str(name) for name in self.train.loggers if name not in LOGGERS}
         if unknown_loggers:
             problems.append(f"train.loggers: unknown {sorted(unknown_loggers)} ({', '.join(LOGGERS)})")
         return problems
+
+
+def remote_collection_problem(config: Config, ray: str | None) -> str | None:
+    """What is wrong with collecting ``config``'s run on Ray (``ray``: the ``--ray`` address, or None), or None."""
+    if ray is not None and config.kind != "control":
+        return f"--ray with train runs collection actors for ppo, dqn, sac and td3; {config.algo} collects in-process"
+    if ray is None and config.kind == "control" and config.collect.workers > 1:
+        return (
+            f"collect.workers={config.collect.workers} runs collection actors on Ray: add --ray local (a cluster on "
+            "this machine) or --ray ADDRESS (one started with `ray start --head`)"
+        )
+    return remote_backend_problem(config, remote=ray is not None)
+
+
+def remote_backend_problem(config: Config, *, remote: bool) -> str | None:
+    """Why ``config``'s env cannot be collected on Ray actors (``remote``), or None."""
+    if remote and config.env.backend == "native":
+        return (
+            "env.backend=native steps every env as one tensor batch in the training process (on train.device) and "
+            "cannot run on Ray actors: use env.backend=auto, sync or async with --ray, or collect.workers=1 without it"
+        )
+    return None
 
 
 def solved_threshold(config: Config) -> float | None:

@@ -23,6 +23,7 @@ import torch
 from tensordict import TensorDict
 from torchrl.envs import RewardScaling, TransformedEnv
 
+from rlpilot.config.schema import Config
 from rlpilot.envs.gym_vector import step_checked
 from rlpilot.envs.make import observation_reader
 from rlpilot.envs.native import NativeEnv
@@ -112,6 +113,18 @@ class BatchCollector:
         self.events: list[dict] = []  # drained by the training loop
         raw, _ = self.vector_env.reset(seed=seed)
         self.observation = self.read_observation(raw, reset=True)
+
+    @classmethod
+    def for_run(cls, env: TransformedEnv, act: ActFn, config: Config, *, seed: int) -> BatchCollector:
+        """The collector a control run's settings ask for (steps per env, the non-finite guard, the env's name)."""
+        return cls(
+            env,
+            act,
+            steps=config.algo_config.steps_per_env,
+            seed=seed,
+            on_nonfinite=config.guard.on_nonfinite_obs,
+            env_id=config.env.id,
+        )
 
     def collect(self) -> TensorDict:
         observations, next_observations, actions, extras = [], [], [], []

@@ -21,7 +21,18 @@ EVAL_SEED_OFFSET = 10_000
 
 
 class ControlTrainable:
-    def __init__(self, config: Config, *, device: torch.device, seed: int, state: dict | None, event: EventSink):
+    def __init__(
+        self,
+        config: Config,
+        *,
+        device: torch.device,
+        seed: int,
+        state: dict | None,
+        event: EventSink,
+        remote: bool = False,
+    ):
+        """``remote``: collect on ``config.collect.workers`` Ray actors (a Ray session is open:
+        ``rlpilot.control.distributed``); else in this process."""
         self.config = config
         self.env = make_env(config.env, seed=seed, device=device, obs_norm_state=state["obs_norm"] if state else None)
         self.eval_env = make_env(
@@ -36,19 +47,24 @@ class ControlTrainable:
         if state is not None:
             self.load_state_dict(state)
         self.guard = self.algo.guard
-        self.collector = BatchCollector(
-            self.env,
-            self.algo.act,
-            steps=config.algo_config.steps_per_env,
-            seed=seed,
-            on_nonfinite=config.guard.on_nonfinite_obs,
-            env_id=config.env.id,
-        )
+        self.remote = remote
+        if remote:
+            from rlpilot.control.distributed import RayCollection
+
+            self.collector = RayCollection(
+                config, seed=seed, obs_norm=obs_norm_state(self.env), device=device, synchronous=self.algo.on_policy
+            )
+            self.collector.publish(self.algo.acting_state())
+        else:
+            self.collector = BatchCollector.for_run(self.env, self.algo.act, config, seed=seed)
 
     def step(self) -> Step:
         batch = self.collector.collect()
         self.frames += batch.numel()
         metrics = self.algo.learn(batch, self.frames)
+        if self.remote:
+            self.collector.publish(self.algo.acting_state())
+            metrics.update(self.collector.metrics())
         reward = batch.get(("next", "reward"))  # what the learner sees (after reward scaling)
         metrics.update({"train/reward_mean": float(reward.mean()), "train/reward_std": float(reward.std())})
         returns, lengths = self.collector.episodes.drain()
@@ -86,5 +102,7 @@ class ControlTrainable:
         self.frames = int(state["frames"])
 
     def close(self) -> None:
+        if self.remote:
+            self.collector.close()
         self.env.close()
         self.eval_env.close()

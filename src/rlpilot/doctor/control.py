@@ -358,6 +358,53 @@ def rule_truncation(v: RunView) -> list[Finding]:
     ]
 
 
+COLLECTION_BOUND_SHARE = 0.5
+"""Median ``collect/wait_share`` at or above which collection, not learning, bounds a run on Ray actors."""
+LEARNING_BOUND_SHARE = 0.1
+"""Median ``collect/wait_share`` at or below which more actors would not help (the learner is the bound)."""
+
+
+def rule_collection_bound(v: RunView) -> list[Finding]:
+    """A run on Ray actors (docs/distributed.md): which side bounds it, from the learner's share of time waiting."""
+    _, share = v.present("collect/wait_share")
+    if len(share) < 4:
+        return []
+    workers, wait = v.config.collect.workers, float(np.median(tail(share)))
+    _, total = v.present("collect/fps")
+    _, actor = v.present("collect/actor_fps")
+    evidence = {
+        "wait_share_last_quarter_median": wait,
+        "workers": workers,
+        "fps_median": float(np.median(tail(total))) if len(total) else None,
+        "actor_fps_median": float(np.median(tail(actor))) if len(actor) else None,
+    }
+    more = workers * 2
+    if wait >= COLLECTION_BOUND_SHARE:
+        return [
+            Finding(
+                rule="collection_bound",
+                severity="info",
+                title=f"collection bounds this run: the learner waited for data {wait:.0%} of the time",
+                evidence=evidence,
+                cause="the envs on the actors deliver frames slower than the learner uses them",
+                fix=v.cmd(f"collect.workers={more}", f"env.num_envs={more * v.config.env.num_envs // workers}")
+                + " --ray ADDRESS  (more actors on more CPUs)",
+            )
+        ]
+    if wait <= LEARNING_BOUND_SHARE and workers > 1:
+        return [
+            Finding(
+                rule="learning_bound",
+                severity="info",
+                title=f"learning bounds this run: the learner waited for data only {wait:.0%} of the time",
+                evidence=evidence,
+                cause="the learner's updates take longer than the actors' collection: more actors would not help",
+                fix="fewer actors (collect.workers) cost nothing here; a faster learner (train.device=cuda) would help",
+            )
+        ]
+    return []
+
+
 RULES: list[Rule] = [
     rule_nonfinite_rewards,
     rule_nonfinite_observations,
@@ -378,5 +425,6 @@ RULES: list[Rule] = [
     rule_no_progress,
     rule_throughput,
     rule_truncation,
+    rule_collection_bound,
 ]
 """Every rule a control run gets, in the order their findings are listed within a severity."""

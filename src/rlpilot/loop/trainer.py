@@ -8,6 +8,7 @@ moment: ``checkpoints/last.pt`` is written every ``train.checkpoint_every_frames
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from pathlib import Path
@@ -16,7 +17,8 @@ import numpy as np
 import torch
 
 from rlpilot import registry, stopping
-from rlpilot.config.schema import Config, resolve_device, solved_threshold
+from rlpilot.cluster import check_reachable, ray_session
+from rlpilot.config.schema import Config, remote_collection_problem, resolve_device, solved_threshold
 from rlpilot.errors import StopRun, UserError
 from rlpilot.loop import curve_helper, lifecycle
 from rlpilot.loop.monitor import Milestones, Progress, ProgressBar
@@ -31,9 +33,12 @@ def train(
     run_dir: str | None = None,
     show_progress: bool = True,
     verbose: bool = False,
+    ray: str | None = None,
 ) -> Run:
-    """Trains ``config`` in a new run directory; the returned :class:`Run` says how it ended."""
+    """Trains ``config`` in a new run directory; the returned :class:`Run` says how it ended. ``ray``: a Ray
+    cluster address or ``local``, where ``collect.workers`` actors collect (docs/distributed.md)."""
     config.validate()
+    _check_remote(config, ray)
     if config.kind == "control":  # envs and buffers that cannot fit are refused before anything is allocated
         lifecycle.check_memory(config)
     stopping.clear()
@@ -41,7 +46,7 @@ def train(
     with lifecycle.stop_on_signals(immediate=True):
         run = Run.create(config, root=run_root, path=run_dir)  # holds the run's lock until the end
         try:
-            return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose)
+            return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose, ray=ray)
         except BaseException:
             if not (run.checkpoint_dir / "last.pt").exists():  # failed before its first checkpoint: leave nothing
                 shutil.rmtree(run.path, ignore_errors=True)
@@ -57,6 +62,7 @@ def resume(
     overrides: list[str] | None = None,
     show_progress: bool = True,
     verbose: bool = False,
+    ray: str | None = None,
 ) -> Run:
     """Continues a run from ``checkpoints/last.pt``: same config, same curve (rows after the checkpoint
     are dropped from ``metrics.csv``, since those frames are collected again). A run killed before its first
@@ -68,15 +74,22 @@ def resume(
         run = load_run(path)
         run.lock()  # a second writer is refused here, before anything is read or written
         try:
-            return _resume(run, total_frames, overrides, show_progress=show_progress, verbose=verbose)
+            return _resume(run, total_frames, overrides, show_progress=show_progress, verbose=verbose, ray=ray)
         finally:
             run.unlock()
 
 
 def _resume(
-    run: Run, total_frames: int | None, overrides: list[str] | None, *, show_progress: bool, verbose: bool
+    run: Run,
+    total_frames: int | None,
+    overrides: list[str] | None,
+    *,
+    show_progress: bool,
+    verbose: bool,
+    ray: str | None,
 ) -> Run:
     config = run.config()
+    _check_remote(config, ray)
     status = run.meta().get("status")
     killed_early = status == "running" and not (run.checkpoint_dir / "last.pt").exists()
     saved = None if killed_early else run.load_checkpoint("last")
@@ -91,7 +104,7 @@ def _resume(
         run.event("resume_changes", frames=saved["frames"] if saved else 0, changes=changes)
     if saved is None:
         _forget_killed_attempt(run, config)
-    return _train(config, run, checkpoint=saved, show_progress=show_progress, verbose=verbose)
+    return _train(config, run, checkpoint=saved, show_progress=show_progress, verbose=verbose, ray=ray)
 
 
 def _continue_ended(run: Run, config: Config, saved: dict, status: str, changes: dict) -> None:
@@ -143,11 +156,27 @@ def _forget_killed_attempt(run: Run, config: Config) -> None:
     )
 
 
-def _train(config: Config, run: Run, *, checkpoint: dict | None, show_progress: bool, verbose: bool) -> Run:
-    """Builds the trainable (fresh, or from the checkpoint) and runs the loop."""
+def _check_remote(config: Config, ray: str | None) -> None:
+    """Collection on Ray that cannot work is one line before anything is written (an address that does not
+    answer included)."""
+    if problem := remote_collection_problem(config, ray):
+        raise UserError(problem)
+    if ray is not None and ray != "local":
+        check_reachable(ray)
+
+
+def _train(
+    config: Config, run: Run, *, checkpoint: dict | None, show_progress: bool, verbose: bool, ray: str | None = None
+) -> Run:
+    """Builds the trainable (fresh, or from the checkpoint) and runs the loop (inside a Ray session with ``ray``)."""
     curve = curve_helper.start()  # imports matplotlib on the idle core while this one builds and trains
     try:
-        return _build_and_run(config, run, checkpoint, curve, show_progress=show_progress, verbose=verbose)
+        with contextlib.ExitStack() as stack:
+            if ray is not None:
+                stack.enter_context(ray_session(ray, config.collect.workers))
+            return _build_and_run(
+                config, run, checkpoint, curve, show_progress=show_progress, verbose=verbose, remote=ray is not None
+            )
     finally:
         curve.close()
 
@@ -160,6 +189,7 @@ def _build_and_run(
     *,
     show_progress: bool,
     verbose: bool,
+    remote: bool = False,
 ) -> Run:
     torch.set_num_threads(config.train.num_threads)
     device = resolve_device(config.train.device)
@@ -170,9 +200,9 @@ def _build_and_run(
     lifecycle.seed_everything(seed)
     build = registry.trainable_builder(config.algo)
     with lifecycle.notice_if_slow(f"building {config.subject} ... (Ctrl-C stops it)", show=show_progress or verbose):
-        trainable = build(
-            config, device=device, seed=seed, state=checkpoint["state"] if checkpoint else None, event=run.event
-        )
+        state = checkpoint["state"] if checkpoint else None
+        extra = {"remote": True} if remote else {}  # only control runs collect on Ray (_check_remote)
+        trainable = build(config, device=device, seed=seed, state=state, event=run.event, **extra)
     if stopping.requested():  # a signal the env's constructor caught (and carried on after): stop now
         trainable.close()
         raise stopping.Interrupted(stopping.requested())

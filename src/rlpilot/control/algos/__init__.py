@@ -23,6 +23,9 @@ from rlpilot.guard import Guard
 class Algorithm(Protocol):
     guard: Guard
     """Every optimiser step goes through ``guard.step`` (non-finite or exploding updates are skipped)."""
+    on_policy: bool
+    """True: learns only from data of its current weights (collected synchronously on Ray actors); False: from
+    a replay of older data too (actors collect asynchronously)."""
     greedy_module: nn.Module
     """Plain module: normalised observation tensor -> env action (argmax / squashed mean); export wraps it."""
 
@@ -41,6 +44,13 @@ class Algorithm(Protocol):
         """Everything a resume needs, as tensors and plain data."""
 
     def load_state_dict(self, state: dict) -> None: ...
+
+    def acting_state(self) -> dict:
+        """What ``act`` reads (the acting network's weights, counters such as frames or epsilon), as plain
+        data: what the learner sends to collection actors (``rlpilot.control.distributed``)."""
+
+    def load_acting_state(self, state: dict) -> None:
+        """Takes an ``acting_state`` from the learner (on a collection actor)."""
 
 
 def build(config: Config, env: EnvBase, device: torch.device) -> Algorithm:

@@ -33,6 +33,8 @@ STORED_KEYS = (*TRANSITION_KEYS, "discount")  # n-step returns bootstrap with ga
 
 
 class DQN:
+    on_policy = False
+
     def __init__(self, config: Config, env: EnvBase, device: torch.device):
         self.config = config
         cfg = config.dqn
@@ -86,7 +88,7 @@ class DQN:
         if cfg.prioritized:
             progress = min(1.0, frames / self.config.train.total_frames)
             self.sampler.beta = cfg.beta_init + (1.0 - cfg.beta_init) * progress
-        updates = cfg.updates_per_batch(self.config.frames_per_batch)
+        updates = cfg.updates_per_batch(batch.numel())  # a batch from one of several actors is smaller
         sums = torch.zeros(4, device=self.device)
         skipped = steps = 0
         for group in self.optimizer.param_groups:
@@ -153,6 +155,13 @@ class DQN:
             "guard": self.guard.state_dict(),
             "buffer": self.buffer_state() if self.config.train.checkpoint_buffer else None,
         }
+
+    def acting_state(self) -> dict:
+        return {"q_net": self.q_net.state_dict(), "frames": self.frames, "epsilon": self.epsilon}
+
+    def load_acting_state(self, state: dict) -> None:
+        self.q_net.load_state_dict(state["q_net"])
+        self.frames, self.epsilon = int(state["frames"]), float(state["epsilon"])
 
     def load_state_dict(self, state: dict) -> None:
         self.q_net.load_state_dict(state["q_net"])

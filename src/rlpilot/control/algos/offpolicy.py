@@ -85,6 +85,7 @@ class OffPolicyContinuous(ABC):
     statistics), :meth:`after_step` (target updates) and :meth:`networks` (what checkpoints hold).
     """
 
+    on_policy = False
     optimizer: torch.optim.Optimizer
     parameters: list[nn.Parameter]
     greedy_module: nn.Module
@@ -223,6 +224,13 @@ class OffPolicyContinuous(ABC):
             "buffer": self.replay.state_dict() if self.config.train.checkpoint_buffer else None,
             "warmup": {"steps": self.warmup_steps, "held": self.held},  # a resumed warm-up keeps its held actions
         }
+
+    def acting_state(self) -> dict:
+        return {"actor": self.networks()["actor"].state_dict(), "frames": self.frames}
+
+    def load_acting_state(self, state: dict) -> None:
+        self.networks()["actor"].load_state_dict(state["actor"])
+        self.frames = int(state["frames"])
 
     def load_state_dict(self, state: dict) -> None:
         for name, module in self.networks().items():

@@ -39,6 +39,7 @@ MINIBATCH_KEYS = ("observation", "action", "advantage", "value_target", LOG_PROB
 
 
 class PPO:
+    on_policy = True
     time_dim = -2
     """Where time runs in a collected batch (``[num_envs, steps, ...]`` with per-step values ``[..., 1]``)."""
 
@@ -148,6 +149,7 @@ class PPO:
         columns = {key: flat.get(key) for key in MINIBATCH_KEYS}
         sums = torch.zeros(len(STEP_METRICS), device=self.device)
         skipped = steps = 0
+        lr, clip = self.lr(), self.clip_epsilon()  # what is logged if a signal ends the update before its first step
         for _ in range(cfg.epochs):
             if stopping.requested():  # SIGINT/SIGTERM: end the update here; the loop checkpoints and stops
                 break
@@ -188,6 +190,12 @@ class PPO:
             "updates": self.updates,
             "guard": self.guard.state_dict(),
         }
+
+    def acting_state(self) -> dict:
+        return {"actor": self.actor_net.state_dict()}
+
+    def load_acting_state(self, state: dict) -> None:
+        self.actor_net.load_state_dict(state["actor"])
 
     def load_state_dict(self, state: dict) -> None:
         self.actor_net.load_state_dict(state["actor"])

@@ -1,0 +1,197 @@
+"""Collection for one run on Ray actors (issue 39, docs/distributed.md): the slow test env, bad input as one
+line, PPO synchronous and SAC asynchronous on a loopback cluster, an actor killed mid-run, SIGTERM, and a
+learner killed then resumed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read when ray is imported: keeps it on loopback
+
+import pytest
+import torch
+
+from cli_runner import start_cli
+from rlpilot.cli import main
+from rlpilot.runs import load_run
+
+SLOW = ["--set", "env.id=rlpilot/SlowCartPole-v0", "--set", "env.kwargs={step_ms: 5}"]
+QUIET = ["--set", "train.loggers=[]", "--set", "train.eval_episodes=2", "-q"]
+SMALL_PPO = ["--set", "ppo.minibatch_size=64"]
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def _events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in (path / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _wait_for(condition, timeout: float = 180) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def _actor_pids() -> list[int]:
+    """Processes of Ray workers running a collection actor (Ray titles them ``ray::CollectionActor...``)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().startswith(b"ray::CollectionActor"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_the_slow_env_costs_time_not_cpu():
+    import gymnasium as gym
+
+    from rlpilot import registry
+
+    registry.resolve_env("rlpilot/SlowCartPole-v0")
+    env = gym.make("rlpilot/SlowCartPole-v0", step_ms=20)
+    env.reset(seed=0)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(10):
+        env.step(0)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert wall >= 0.2 and cpu < 0.1, (wall, cpu)
+    assert env.spec.max_episode_steps == 500
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--set", "collect.workers=0"], "collect.workers must be > 0"),
+        (["--set", "collect.workers=2"], "add --ray local"),
+        (["--set", "collect.workers=3", "--ray", "local"], "env.num_envs (8) is split evenly"),
+        (["--set", "collect.workers=2", "--ray", "127.0.0.1:1"], "no Ray cluster answers there"),
+        (["--set", "collect.workers=2", "--set", "env.backend=native", "--ray", "local"], "cannot run on Ray actors"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, needle):
+    start = time.monotonic()
+    code = main(["train", "ppo", "CartPole-v1", "--runs", str(tmp_path), *args])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+    assert time.monotonic() - start < 10 and not any(tmp_path.iterdir())  # refused before a run exists
+
+
+def test_ray_is_refused_for_a_run_that_does_not_collect_on_an_env(tmp_path, capsys):
+    assert main(["train", "grpo-reverse", "--runs", str(tmp_path), "--ray", "local"]) == 2
+    assert "collects in-process" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def loopback_ray():
+    """One loopback cluster for the module's in-process runs (``--ray local`` joins it)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    try:
+        assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow  # Ray and two actors start: ~15 s idle, ~30 s loaded (as the Ray sweep test, make test-all)
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two test workers)
+def test_ppo_collects_synchronously_on_two_actors(tmp_path, loopback_ray):
+    path = tmp_path / "ppo"
+    args = ["train", "ppo", "CartPole-v1", "--frames", "512", "--run-dir", str(path), "--ray", "local"]
+    assert main([*args, "--set", "collect.workers=2", "--set", "env.num_envs=4", *SMALL_PPO, *QUIET]) == 0
+    rows = _rows(path)
+    assert [int(float(row["frames"])) for row in rows][-1] == 512
+    row = rows[-1]
+    assert float(row["collect/policy_lag"]) == 0.0  # every actor stepped with the learner's weights
+    assert float(row["collect/fps"]) > 0 and float(row["collect/actor_fps"]) > 0
+    assert 0.0 <= float(row["collect/wait_share"]) <= 1.0
+    # 4 envs x 32 steps of CartPole (4 float32 observations twice, reward, flags, action, log-prob) at least
+    assert float(row["collect/bytes_per_batch"]) > 128 * (4 * 4 * 2 + 4)
+    assert load_run(path).status == "finished"
+
+
+@pytest.mark.slow  # ~30 s loaded (make test-all)
+@pytest.mark.xdist_group("ray")
+def test_sac_collects_asynchronously_and_keeps_its_update_to_data_ratio(tmp_path, loopback_ray):
+    path = tmp_path / "sac"
+    settings = ["collect.workers=2", "env.num_envs=2", "sac.updates_per_frame=0.5", "sac.learning_starts=0"]
+    settings += ["sac.batch_size=32", "model.hidden_sizes=[16]"]
+    args = ["train", "sac", "Pendulum-v1", "--frames", "320", "--run-dir", str(path), "--ray", "local"]
+    assert main([*args, *[item for s in settings for item in ("--set", s)], *QUIET]) == 0
+    saved = torch.load(path / "checkpoints" / "last.pt", weights_only=True)
+    frames = saved["frames"]
+    assert frames >= 320 and saved["state"]["algo"]["updates"] == frames // 2  # 0.5 updates a frame, exactly
+    lags = [float(row["collect/policy_lag"]) for row in _rows(path)]
+    assert max(lags) >= 1.0  # actors collected while the learner learned
+
+
+@pytest.mark.slow  # a replacement actor starts while the run goes on: ~15 s idle, ~50 s on a loaded 2-core machine
+@pytest.mark.xdist_group("ray")
+def test_an_actor_killed_mid_run_is_replaced_and_the_run_finishes(tmp_path, loopback_ray):
+    path = tmp_path / "killed"
+    victims: list[int] = []
+    _wait_for(lambda: not _actor_pids(), timeout=60)  # the actors of earlier tests have exited
+
+    def kill_one_actor():
+        _wait_for(lambda: (path / "metrics.csv").exists() and len(_actor_pids()) >= 2)
+        victims.append(_actor_pids()[0])
+        os.kill(victims[0], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_one_actor, daemon=True)
+    killer.start()
+    args = ["train", "ppo", "CartPole-v1", "--frames", "2560", "--run-dir", str(path), "--ray", "local"]
+    settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.log_every_frames=64"]
+    assert main([*args, *SLOW, *settings, *SMALL_PPO, *QUIET]) == 0
+    killer.join(timeout=5)
+    assert victims, "no actor was killed"
+    replaced = [event for event in _events(path) if event["event"] == "worker_replaced"]
+    assert len(replaced) == 1 and replaced[0]["pid"] != victims[0]
+    assert load_run(path).status == "finished"
+    assert float(_rows(path)[-1]["collect/replaced"]) == 1.0
+
+
+@pytest.mark.slow
+def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_curve(tmp_path):
+    """The learner's own local cluster (``--ray local`` in a fresh process): SIGTERM checkpoints and stops
+    the actors; a resumed run killed with SIGKILL resumes again, its frames strictly increasing."""
+    path = tmp_path / "run"
+    settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.checkpoint_every_frames=128"]
+    common = [*SLOW, *settings, *SMALL_PPO, "--set", "train.log_every_frames=64", *QUIET]
+    args = ["train", "ppo", "CartPole-v1", "--frames", 100_000, "--run-dir", path, "--ray", "local"]
+    process = start_cli(*args, *common)
+    _wait_for(lambda: (path / "checkpoints" / "last.pt").exists(), timeout=240)
+    actors = _actor_pids()
+    assert actors
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["status"] == "interrupted" and "SIGTERM" in meta["reason"]
+    _wait_for(lambda: not set(actors) & set(_actor_pids()), timeout=60)  # the actors are gone
+
+    process = start_cli("train", "--resume", path, "--ray", "local")
+    stopped_at = load_run(path).frames
+    _wait_for(lambda: any(float(row["frames"]) > stopped_at + 256 for row in _rows(path)), timeout=240)
+    process.kill()  # SIGKILL of the learner: no checkpoint, no status written
+    process.communicate(timeout=60)
+    _wait_for(lambda: not _actor_pids(), timeout=120)  # the cluster went with its driver
+
+    args = ["train", "--resume", str(path), "--frames", str(int(stopped_at) + 1024), "--ray", "local", "-q"]
+    assert main(args) == 0
+    frames = [float(row["frames"]) for row in _rows(path)]
+    assert frames == sorted(set(frames)) and frames[-1] >= stopped_at + 1024
+    assert load_run(path).status == "finished"
