@@ -17,6 +17,7 @@ from rlpilot.loop.trainer import train
 from rlpilot.play.episodes import evaluate_target
 from rlpilot.play.export import export_run
 from rlpilot.play.load import load_artifact
+from rlpilot.play.trust import allow_code
 from rlpilot.play.write import FORMATS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +52,7 @@ def test_export_parity_batch_sizes_and_returns(runs, preset, fmt, tmp_path):
     discrete = signature["action"]["type"] == "discrete"
     assert result.max_abs_diff == 0 if discrete else result.max_abs_diff <= 1e-5
     assert {"torch", "torchrl", "gymnasium"} <= set(signature["versions"])
-    policy, _ = load_artifact(result.artifact)
+    policy, _ = load_artifact(result.artifact, trusted=True)  # this test wrote it (TorchScript is code)
     obs_dim = signature["inputs"][0]["shape"][1]
     for batch in (1, 7, 256):
         action = policy(np.random.default_rng(batch).normal(size=(batch, obs_dim)).astype(np.float32))
@@ -62,7 +63,11 @@ def test_export_parity_batch_sizes_and_returns(runs, preset, fmt, tmp_path):
             assert (action >= np.array(signature["action"]["low"]) - 1e-6).all()
             assert (action <= np.array(signature["action"]["high"]) + 1e-6).all()
     live, _, _ = evaluate_target(run.path, episodes=5, seed=77, csv_path=tmp_path / "live.csv")
-    exported, _, _ = evaluate_target(result.artifact, episodes=5, seed=77, csv_path=tmp_path / "art.csv")
+    allow_code(True)  # as `rlpilot eval ARTIFACT --trust-code` does
+    try:
+        exported, _, _ = evaluate_target(result.artifact, episodes=5, seed=77, csv_path=tmp_path / "art.csv")
+    finally:
+        allow_code(False)
     if discrete:
         np.testing.assert_array_equal(exported.returns, live.returns)
     else:
