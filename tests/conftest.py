@@ -17,3 +17,13 @@ def _one_thread():
 
     torch.set_num_threads(1)
     yield
+
+
+@pytest.fixture
+def trusted_code():
+    """As ``--trust-code`` on the command line does: TorchScript artifacts this test wrote may load."""
+    from rlpilot.play.trust import allow_code
+
+    allow_code(True)
+    yield
+    allow_code(False)

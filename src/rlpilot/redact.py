@@ -36,6 +36,9 @@ SECRET_NAMES = (
     "credentials",
     "sslpassword",
 )
+GENERIC_NAMES = ("key", "pass", "auth")
+"""Secret names that are also everyday words (``--param expects key=low:high``): bare, they hide a value only
+inside a URL query (after ``?``, ``&`` or ``;``); with a prefix (``api_key=``, ``X-Auth=``) they always do."""
 SECRET_OPTIONS = ("--storage", "--ray", "--mlflow")
 """Command-line options whose value is a URL or address: redacted even when it does not look like one."""
 
@@ -65,10 +68,17 @@ def _redact_userinfo(url: str) -> str:
     return f"{head}{user}:{MASK}{rest[at:]}"
 
 
+def _hide_value(match: re.Match) -> str:
+    name = match.group("name")
+    start = match.start()
+    if name[:-1].lower() in GENERIC_NAMES and (start == 0 or match.string[start - 1] not in "?&;"):
+        return match.group(0)  # an everyday word outside a query: key=low:high is not a secret
+    return name + (MASK if match.group("value") else "")
+
+
 def redact_url(url: str) -> str:
     """One URL (or any one argument): user-info password and secret-named query values replaced by ``***``."""
-    url = _redact_userinfo(url)
-    return _PARAM.sub(lambda m: m.group("name") + (MASK if m.group("value") else ""), url)
+    return _PARAM.sub(_hide_value, _redact_userinfo(url))
 
 
 def redact(text: str) -> str:

@@ -43,6 +43,10 @@ def test_no_secret_is_left_alone():
     assert redact_url("postgresql://u:p@ss@word@host/db") == "postgresql://u:***@host/db"
     assert redact_url("sqlite:///a@b.db") == "sqlite:///a@b.db"  # an @ in a path is not a password
     assert redact("--set ppo.lr=1e-3 keyboard=2") == "--set ppo.lr=1e-3 keyboard=2"
+    # everyday words stay readable outside a query; inside one, or with a prefix, they hide their value
+    assert redact("--param expects key=low:high") == "--param expects key=low:high"
+    assert redact_url("https://api.example/v1?key=AbC123") == "https://api.example/v1?key=***"
+    assert redact("api_key=AbC123 pass=x") == "api_key=*** pass=x"
 
 
 def test_meta_json_and_error_lines_hide_the_password(capsys, tmp_path, monkeypatch):

@@ -17,7 +17,6 @@ from rlpilot.loop.trainer import train
 from rlpilot.play.episodes import evaluate_target
 from rlpilot.play.export import export_run
 from rlpilot.play.load import load_artifact
-from rlpilot.play.trust import allow_code
 from rlpilot.play.write import FORMATS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +43,7 @@ def runs(tmp_path_factory):
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 @pytest.mark.parametrize("preset", list(RUNS))
-def test_export_parity_batch_sizes_and_returns(runs, preset, fmt, tmp_path):
+def test_export_parity_batch_sizes_and_returns(runs, preset, fmt, tmp_path, trusted_code):
     run = runs[preset]
     result = export_run(run.path, fmt, tmp_path / "out")
     signature = json.loads(result.signature.read_text())
@@ -63,11 +62,9 @@ def test_export_parity_batch_sizes_and_returns(runs, preset, fmt, tmp_path):
             assert (action >= np.array(signature["action"]["low"]) - 1e-6).all()
             assert (action <= np.array(signature["action"]["high"]) + 1e-6).all()
     live, _, _ = evaluate_target(run.path, episodes=5, seed=77, csv_path=tmp_path / "live.csv")
-    allow_code(True)  # as `rlpilot eval ARTIFACT --trust-code` does
-    try:
-        exported, _, _ = evaluate_target(result.artifact, episodes=5, seed=77, csv_path=tmp_path / "art.csv")
-    finally:
-        allow_code(False)
+    exported, _, _ = evaluate_target(
+        result.artifact, episodes=5, seed=77, csv_path=tmp_path / "art.csv"
+    )  # trusted_code: as `eval ARTIFACT --trust-code`
     if discrete:
         np.testing.assert_array_equal(exported.returns, live.returns)
     else:

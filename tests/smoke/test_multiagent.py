@@ -87,7 +87,7 @@ def test_eval_per_agent_and_reference_controllers(mappo_run, tmp_path):
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
-def test_export_takes_the_agents_as_an_input_dimension(mappo_run, fmt, tmp_path):
+def test_export_takes_the_agents_as_an_input_dimension(mappo_run, fmt, tmp_path, trusted_code):
     result = export_run(mappo_run.path, fmt, tmp_path / "out")
     signature = json.loads(result.signature.read_text())
     assert signature["inputs"][0]["shape"] == ["batch", 3, 18] and signature["outputs"][0]["shape"] == ["batch", 3]

@@ -13,7 +13,6 @@ from rlpilot.loop.trainer import resume, train
 from rlpilot.play.episodes import evaluate_target
 from rlpilot.play.export import export_run
 from rlpilot.play.load import load_artifact
-from rlpilot.play.trust import allow_code
 from rlpilot.play.write import FORMATS
 
 TINY = ["model.hidden_sizes=[32, 32]", "train.eval_episodes=2"]
@@ -54,7 +53,7 @@ def exported_runs(tmp_path_factory):
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 @pytest.mark.parametrize("preset", ["sac-pendulum", "td3-pendulum"])
-def test_export_deterministic_actor_with_parity(exported_runs, preset, fmt, tmp_path):
+def test_export_deterministic_actor_with_parity(exported_runs, preset, fmt, tmp_path, trusted_code):
     run = exported_runs[preset]
     result = export_run(run.path, fmt, tmp_path / "out")
     signature = json.loads(result.signature.read_text())
@@ -66,11 +65,9 @@ def test_export_deterministic_actor_with_parity(exported_runs, preset, fmt, tmp_
     assert action.shape == (7, 1) and (np.abs(action) <= 2.0 + 1e-6).all()  # Pendulum's Box: [-2, 2]
     np.testing.assert_array_equal(policy(observations), action)  # deterministic: the greedy actor
     live, _, _ = evaluate_target(run.path, episodes=3, seed=5, csv_path=tmp_path / "live.csv")
-    allow_code(True)  # as `rlpilot eval ARTIFACT --trust-code` does
-    try:
-        artifact, _, _ = evaluate_target(result.artifact, episodes=3, seed=5, csv_path=tmp_path / "art.csv")
-    finally:
-        allow_code(False)
+    artifact, _, _ = evaluate_target(
+        result.artifact, episodes=3, seed=5, csv_path=tmp_path / "art.csv"
+    )  # trusted_code: as `eval ARTIFACT --trust-code`
     np.testing.assert_allclose(artifact.returns, live.returns, rtol=1e-4, atol=1e-3)
 
 
