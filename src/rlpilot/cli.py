@@ -17,6 +17,7 @@ import sys
 import threading
 from typing import NoReturn
 
+from rlpilot import stopping
 from rlpilot.errors import UserError
 from rlpilot.play.trust import allow_code, require_trust
 from rlpilot.redact import redact
@@ -713,6 +714,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGINT and SIGTERM stop any verb in one line from here on (exit 130/143), also while it imports and builds;
+    # the trainer's own handlers take over around its loop (a checkpoint first)
+    stopping.clear()
+    with stopping.stop_on_signals(immediate=True):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
         # past a file-size limit (ulimit -f) a write fails with EFBIG (one line) instead of killing the process

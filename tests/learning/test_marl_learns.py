@@ -31,6 +31,7 @@ def test_preset_approaches_the_heuristic(preset, tmp_path):
     assert run.metrics()[-1]["eval/landmarks_covered"] >= 0.6
 
 
+@pytest.mark.slow  # ~22 s; the spread short run above keeps MAPPO learning in make test
 def test_mappo_navigation_short_run_beats_the_heuristic(tmp_path):
     pytest.importorskip("vmas")
     config = load_config("mappo-navigation", overrides=["train.seed=0", "train.total_frames=60000"])

@@ -23,7 +23,11 @@ SMOKE_OVERRIDES = {
 }
 
 
-@pytest.mark.parametrize("preset", CONTROL_PRESETS)
+# ppo-carracing-discrete runs the ppo-carracing pipeline with a discrete head (~17 s): in make test-all
+@pytest.mark.parametrize(
+    "preset",
+    [pytest.param(p, marks=pytest.mark.slow) if p == "ppo-carracing-discrete" else p for p in CONTROL_PRESETS],
+)
 def test_preset_runs_and_writes_the_run_directory(preset, tmp_path):
     shrink = SMOKE_OVERRIDES.get(preset, [])
     config = load_config(preset, overrides=["train.eval_episodes=3"] + shrink)

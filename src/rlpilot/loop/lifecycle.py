@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import time
 from contextlib import contextmanager
 
 import numpy as np
 import torch
 
-from rlpilot import stopping
 from rlpilot.config.load import apply_overrides
 from rlpilot.config.schema import Config
 from rlpilot.errors import UserError
@@ -128,39 +126,6 @@ def resume_changes(config: Config, overrides: list[str], total_frames: int | Non
             + "); start a new run for other settings"
         )
     return changes
-
-
-class StopFlag:
-    @property
-    def requested(self) -> str | None:
-        return stopping.requested()
-
-
-@contextmanager
-def stop_on_signals(*, immediate: bool = False):
-    """SIGINT/SIGTERM are recorded (:mod:`rlpilot.stopping`): the step in progress ends at its next gradient
-    step, then the loop writes a checkpoint and returns. ``immediate`` (start-up: the run directory is being
-    created, envs and networks built): the signal also raises :class:`rlpilot.stopping.Interrupted` at once,
-    so a slow env constructor is cut short and nothing is left "running"."""
-    flag = StopFlag()
-
-    def handler(signum, frame):
-        name = signal.Signals(signum).name
-        stopping.request(name)
-        if immediate:
-            raise stopping.Interrupted(name)
-
-    previous = {}
-    try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
-    except ValueError:  # not the main thread: no handlers, Ctrl-C raises as usual
-        pass
-    try:
-        yield flag
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 @contextmanager

@@ -43,7 +43,7 @@ def train(
         lifecycle.check_memory(config)
     stopping.clear()
     # signals handled before the run directory exists: one during start-up stops it at once (nothing kept)
-    with lifecycle.stop_on_signals(immediate=True):
+    with stopping.stop_on_signals(immediate=True):
         run = Run.create(config, root=run_root, path=run_dir)  # holds the run's lock until the end
         try:
             return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose, ray=ray)
@@ -70,7 +70,7 @@ def resume(
     may change the budget, the stop rule and the intervals (:data:`lifecycle.RESUMABLE`); an ended run goes
     on when they leave it something to do (:func:`_continue_ended`)."""
     stopping.clear()
-    with lifecycle.stop_on_signals(immediate=True):  # a signal while loading and building stops it at once
+    with stopping.stop_on_signals(immediate=True):  # a signal while loading and building stops it at once
         run = load_run(path)
         run.lock()  # a second writer is refused here, before anything is read or written
         try:
@@ -195,22 +195,22 @@ def _build_and_run(
     device = resolve_device(config.train.device)
     threshold = solved_threshold(config)
     progress = Progress.from_state(checkpoint["progress"]) if checkpoint else Progress()
-    resumes = lifecycle.count_resume(run, progress.frames) if checkpoint else 0
-    seed = config.train.seed + lifecycle.RESUME_SEED_STRIDE * resumes
-    lifecycle.seed_everything(seed)
-    build = registry.trainable_builder(config.algo)
-    with lifecycle.notice_if_slow(f"building {config.subject} ... (Ctrl-C stops it)", show=show_progress or verbose):
-        state = checkpoint["state"] if checkpoint else None
-        extra = {"remote": True} if remote else {}  # only control runs collect on Ray (_check_remote)
-        trainable = build(config, device=device, seed=seed, state=state, event=run.event, **extra)
-    if stopping.requested():  # a signal the env's constructor caught (and carried on after): stop now
-        trainable.close()
-        raise stopping.Interrupted(stopping.requested())
-    if checkpoint:
-        torch.set_rng_state(checkpoint["torch_rng"])
-        run.truncate_metrics(after_frames=progress.frames)
-        run.truncate_events(after_frames=progress.frames)
     try:
+        resumes = lifecycle.count_resume(run, progress.frames) if checkpoint else 0
+        seed = config.train.seed + lifecycle.RESUME_SEED_STRIDE * resumes
+        trainable = _build(config, run, checkpoint, device, seed, remote=remote, show=show_progress or verbose)
+    except stopping.Interrupted as exc:
+        if checkpoint and run.meta().get("status") == "running":  # marked by count_resume: it stopped here,
+            # cleanly, and stays resumable
+            run.update_meta(status="interrupted", reason=f"signal {exc.signal} during start-up")
+        raise
+    # from here a signal no longer raises: it is recorded, and the loop (which it may reach before its first
+    # batch) ends the run as interrupted, with a checkpoint, instead of leaving it marked "running"
+    with stopping.stop_on_signals(), contextlib.closing(trainable):
+        if checkpoint:
+            torch.set_rng_state(checkpoint["torch_rng"])
+            run.truncate_metrics(after_frames=progress.frames)
+            run.truncate_events(after_frames=progress.frames)
         loop = Loop(
             config, run, trainable, progress, threshold, curve=curve, show_progress=show_progress, verbose=verbose
         )
@@ -226,9 +226,23 @@ def _build_and_run(
             **trainable.facts(),
         )
         loop.run()
-    finally:
-        trainable.close()
     return run
+
+
+def _build(
+    config: Config, run: Run, checkpoint: dict | None, device, seed: int, *, remote: bool, show: bool
+) -> Trainable:
+    """The trainable, fresh or from the checkpoint's state; a signal while it builds stops it at once."""
+    lifecycle.seed_everything(seed)
+    build = registry.trainable_builder(config.algo)
+    with lifecycle.notice_if_slow(f"building {config.subject} ... (Ctrl-C stops it)", show=show):
+        state = checkpoint["state"] if checkpoint else None
+        extra = {"remote": True} if remote else {}  # only control runs collect on Ray (_check_remote)
+        trainable = build(config, device=device, seed=seed, state=state, event=run.event, **extra)
+    if stopping.requested():  # a signal the env's constructor caught (and carried on after): stop now
+        trainable.close()
+        raise stopping.Interrupted(stopping.requested())
+    return trainable
 
 
 class Loop:
@@ -272,7 +286,7 @@ class Loop:
         train, progress, guard = self.config.train, self.progress, self.trainable.guard
         status, reason = "failed", None
         try:
-            with lifecycle.stop_on_signals() as stop:
+            with stopping.stop_on_signals() as stop:
                 if train.eval_at_start and progress.frames == 0:
                     self.log({"frames": 0, **self.evaluate()})
                 while progress.frames < train.total_frames and not stop.requested:
