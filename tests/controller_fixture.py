@@ -97,3 +97,25 @@ class GainsMismatch(Controller):
     def forward(self, observation, gains=None):
         kp, kd = (2.0, 0.6) if gains is None else (2.0 * gains[:, 0:1], 0.6 * gains[:, 1:2])
         return (kp * observation[:, 0:1] - kd * observation[:, 1:2]).clamp(-1.0, 1.0)
+
+
+class PredictiveAxisPID(AxisPID):
+    """The same PID with an error signal of its own for the gate: the position error the axis will have one
+    delay later, ``error - dt * velocity`` (a callable signal, not an observation entry)."""
+
+    def gate_signal(self, observation):
+        return observation[:, 0] - self.dt * observation[:, 1]
+
+
+class WideGateSignal(AxisPID):
+    """A gate signal with two numbers per row."""
+
+    def gate_signal(self, observation):
+        return observation[:, 0:2]
+
+
+class NumpyGateSignal(AxisPID):
+    """A gate signal through numpy: works live, cannot be exported."""
+
+    def gate_signal(self, observation):
+        return torch.as_tensor(np.abs(observation.detach().cpu().numpy()[:, 0]))

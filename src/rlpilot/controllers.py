@@ -183,11 +183,33 @@ def gain_multipliers(action: torch.Tensor, decades: float) -> torch.Tensor:
     return torch.exp(action * (decades * math.log(10.0)))
 
 
-def residual_gate(observation: torch.Tensor, gate: float, index: int = ARM_ERROR_MONITOR) -> torch.Tensor:
-    """``env.residual_gate``: how much of the residual acts, from an error signal in the observation (entry
-    ``index``, ``env.residual_gate_index``; the arm's error monitor by default): 0 while ``|signal|`` is under
-    ``gate``, rising linearly to 1 at twice that. One column per env."""
-    return torch.clamp(observation[:, index].abs().unsqueeze(-1) / gate - 1.0, 0.0, 1.0)
+GateSignal = int | Callable[[torch.Tensor], torch.Tensor]
+"""Where ``env.residual_gate`` reads its error signal: an observation entry (``env.residual_gate_index``) or a
+function of the observation batch returning one number per row (the base controller's ``gate_signal``)."""
+
+
+def gate_signal(controller, index: int | None) -> GateSignal:
+    """The gate's error signal for a run: ``env.residual_gate_index`` where set, else the controller's own
+    ``gate_signal(observation)`` method where it has one (a user's plant: the signal their controller computes,
+    e.g. a filtered error), else the arm's error monitor (the observation's last float)."""
+    if index is not None:
+        return int(index)
+    method = getattr(controller, "gate_signal", None)
+    return method if callable(method) else ARM_ERROR_MONITOR
+
+
+def read_gate_signal(observation: torch.Tensor, signal: GateSignal) -> torch.Tensor:
+    """The error signal, ``[batch]``: an observation entry, or a callable's output flattened to one per row."""
+    if callable(signal):
+        return signal(observation).reshape(observation.shape[0])
+    return observation[:, signal]
+
+
+def residual_gate(observation: torch.Tensor, gate: float, signal: GateSignal = ARM_ERROR_MONITOR) -> torch.Tensor:
+    """``env.residual_gate``: how much of the residual acts, from an error signal (:func:`gate_signal`: entry
+    ``env.residual_gate_index`` of the observation, the controller's ``gate_signal``, or the arm's error
+    monitor): 0 while ``|signal|`` is under ``gate``, rising linearly to 1 at twice that. One column per env."""
+    return torch.clamp(read_gate_signal(observation, signal).abs().unsqueeze(-1) / gate - 1.0, 0.0, 1.0)
 
 
 def residual_terms(
@@ -196,7 +218,7 @@ def residual_terms(
     mode: str,
     observation: torch.Tensor | None = None,
     gate: float = 0.0,
-    gate_index: int = ARM_ERROR_MONITOR,
+    signal: GateSignal = ARM_ERROR_MONITOR,
 ) -> tuple[torch.Tensor | None, torch.Tensor | float]:
     """How a residual policy's ``action`` enters the base controller: ``(gains, added)``, the env receiving
     ``clip(base(observation, gains) + added)``. ``add``: no gains, ``scale * action`` added; ``gains``: the
@@ -204,7 +226,7 @@ def residual_terms(
     times :func:`residual_gate` of the raw ``observation`` first (below the gate: the base controller exactly).
     One place for both users: the residual vector env (training, evaluation) and the exported artifact."""
     if gate > 0:
-        action = action * residual_gate(observation, gate, gate_index)
+        action = action * residual_gate(observation, gate, signal)
     if mode == "gains":
         return gain_multipliers(action, scale), 0.0
     return None, scale * action
@@ -465,10 +487,38 @@ def _try(controller, name: str, observation: torch.Tensor, gains: torch.Tensor |
         ) from None
 
 
-def exportable(controller, name: str, observation_dim: int, gains: int = 0) -> None:
+def check_gate_signal(controller, name: str, observation_space) -> None:
+    """Refuses, in one line, a controller ``gate_signal`` that does not give one number per observation row."""
+    observation = torch.zeros(2, *observation_space.shape)
+    try:
+        with torch.no_grad():
+            signal = controller.gate_signal(observation)
+    except Exception as exc:
+        raise UserError(
+            f"controller '{name}': gate_signal raised on 2 observations of shape {tuple(observation.shape[1:])}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    if not isinstance(signal, torch.Tensor) or signal.numel() != 2:
+        got = f"shape {tuple(signal.shape)}" if isinstance(signal, torch.Tensor) else f"a {type(signal).__name__}"
+        raise UserError(
+            f"controller '{name}': gate_signal returns {got} for 2 observations; env.residual_gate needs one number "
+            f"per row (a tensor of shape (2,) or (2, 1)) ({GUIDE})"
+        )
+
+
+class _GateSignalModule(torch.nn.Module):
+    def __init__(self, controller):
+        super().__init__()
+        self.controller = controller
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.controller.gate_signal(observation)
+
+
+def exportable(controller, name: str, observation_dim: int, gains: int = 0, gate_signal: bool = False) -> None:
     """Refuses, in one line, a controller that cannot go into an artifact with the policy: ``torch.export``
     of it alone (numpy, ``.item()`` or Python control flow on tensor values inside fail here, where a trace
-    would silently bake in one branch or one number)."""
+    would silently bake in one branch or one number), and of its ``gate_signal`` where the gate reads it."""
     module = ControllerModule(controller).eval()
     examples: tuple = (torch.zeros(4, observation_dim),)
     if module.stateful:
@@ -476,13 +526,19 @@ def exportable(controller, name: str, observation_dim: int, gains: int = 0) -> N
     kwargs = {"gains": torch.ones(4, gains)} if gains else {}
     if gains and not module.stateful:
         kwargs["state"] = None
+    _export_or_refuse(module, examples, kwargs, name, "")
+    if gate_signal:
+        _export_or_refuse(_GateSignalModule(controller).eval(), examples[:1], {}, name, " (its gate_signal)")
+
+
+def _export_or_refuse(module: torch.nn.Module, examples: tuple, kwargs: dict, name: str, what: str) -> None:
     try:
         torch.export.export(module, examples, kwargs=kwargs, strict=False)
     except Exception as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(
-            f"controller '{name}' cannot be exported with the policy: use torch operations only (no numpy, .item() "
-            f"or Python if on tensor values: torch.where) ({GUIDE}); torch: {reason[:60]}"
+            f"controller '{name}'{what} cannot be exported with the policy: use torch operations only (no numpy, "
+            f".item() or Python if on tensor values: torch.where) ({GUIDE}); torch: {reason[:60]}"
         ) from None
 
 

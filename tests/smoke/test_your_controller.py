@@ -139,8 +139,54 @@ def test_the_gate_reads_the_error_signal_the_user_names():
     assert command_after_settling(gated, [1.0, -1.0])[1] == pid_command  # the gate holds the schedule off
     assert command_after_settling(overrides, [0.0, 0.0])[1] == pid_command
     assert command_after_settling(overrides, [1.0, -1.0])[1] != pid_command  # ungated, it acts
-    with pytest.raises(Exception, match="residual_gate_index"):
-        load_config(algo="ppo", env_id=PLANT, overrides=[*overrides, "env.residual_gate=0.05"])
+    unnamed = load_config(algo="ppo", env_id=PLANT, overrides=[*overrides, "env.residual_gate=0.05"]).env
+    with pytest.raises(Exception, match="residual_gate_index"):  # no entry named, no gate_signal on AxisPID
+        make_env(unnamed, num_envs=1, seed=5)
+
+
+def test_the_gate_reads_a_signal_the_users_controller_computes(capsys, tmp_path):
+    """A controller's gate_signal(observation) is the gate's error signal where no entry is named: in the
+    env (the schedule held off inside the envelope, acting outside it), in the export (traced with the
+    controller, parity held), and refused in one line where it is the wrong shape or cannot be exported."""
+    from tests.controller_fixture import PredictiveAxisPID
+
+    from rlpilot.controllers import residual_gate
+    from rlpilot.envs import make_env
+
+    predictive = "tests.controller_fixture:PredictiveAxisPID"
+    gated = [f"env.base_controller={predictive}", "env.backend=sync", "env.residual_mode=gains"]
+    gated += ["env.residual_scale=1.0", "env.residual_gate=0.1"]
+    env = make_env(load_config(algo="ppo", env_id=PLANT, overrides=gated).env, num_envs=2, seed=5)
+    vector_env = env.base_env.vector_env
+    assert vector_env.gate_signal.__func__ is PredictiveAxisPID.gate_signal
+    observation = torch.tensor([[0.05, 1.0, 0.0], [0.5, 0.0, 0.0]])  # signal 0.0 (inside), 0.5 (outside)
+    assert residual_gate(observation, 0.1, vector_env.gate_signal).flatten().tolist() == [0.0, 1.0]
+    env.close()
+
+    run = tmp_path / "gated"
+    sets = [a for o in gated for a in ("--set", o)]
+    code, _, err = rlpilot(capsys, "train", "ppo", PLANT, *sets, *TINY, "--run-dir", run)
+    assert code == 0, err
+    code, _, err = rlpilot(capsys, "export", run, "--format", "pt2", "--trust-code")
+    assert code == 0, err
+    signature = json.loads((run / "export" / "policy.pt2.json").read_text())
+    assert "base.gate_signal(observation)" in signature["controller"]["note"]
+    assert signature["parity"]["max_abs_diff"] <= 1e-4
+    assert_plays_like_the_run(capsys, run, run / "export" / "policy.pt2")
+
+    wide = [*sets, "--set", "env.base_controller=tests.controller_fixture:WideGateSignal"]
+    assert "one number per row" in one_line_error(
+        capsys, "train", "ppo", PLANT, *wide, *TINY, "--run-dir", tmp_path / "w"
+    )
+    plain = [*sets, "--set", f"env.base_controller={PID}"]
+    line = one_line_error(capsys, "train", "ppo", PLANT, *plain, *TINY, "--run-dir", tmp_path / "p")
+    assert "gate_signal(observation)" in line and "residual_gate_index" in line
+    numpy_run = tmp_path / "numpy-signal"
+    numpy_sets = [*sets, "--set", "env.base_controller=tests.controller_fixture:NumpyGateSignal"]
+    code, _, err = rlpilot(capsys, "train", "ppo", PLANT, *numpy_sets, *TINY, "--run-dir", numpy_run)
+    assert code == 0, err  # live, numpy inside works
+    line = one_line_error(capsys, "export", numpy_run, "--trust-code")
+    assert "gate_signal" in line and "cannot be exported" in line
 
 
 def test_check_reports_the_controller_alone():

@@ -152,14 +152,16 @@ class EnvConfig:
     not keep the PD's precision: docs/robot-arm.md; ``residual_gate`` did). 0: off. It is in every env built
     from the config (training, its evaluations, ``rlpilot eval``'s returns); tracking metrics are unchanged."""
     residual_gate: float = at_least(0.0, 0.0)
-    """Residual RL: the policy's action acts only where an error signal in the observation (entry
-    ``residual_gate_index``; on the arm, the error monitor ``env.kwargs.obs_error_peak``, the last float) reads
+    """Residual RL: the policy's action acts only where an error signal (observation entry
+    ``residual_gate_index``, or your controller's ``gate_signal``; on the arm, the error monitor
+    ``env.kwargs.obs_error_peak``, the last float) reads
     above this in absolute value, fully at twice that: below it the base controller runs exactly as tuned (a
     supervisory envelope; exported with the controller). In the signal's units (the arm: metres). 0: off."""
     residual_gate_index: int | None = None
     """Residual RL: which observation entry ``residual_gate`` reads (0-based; negative counts from the end), the
-    error signal of your plant. ``None``: the arm's error monitor (the last entry, with
-    ``env.kwargs.obs_error_peak``)."""
+    error signal of your plant. ``None``: your controller's ``gate_signal(observation)`` if it defines one (a
+    signal computed from the observation, exported with it; docs/your-controller.md), else the arm's error
+    monitor (the last entry, with ``env.kwargs.obs_error_peak``)."""
     frame_skip: int = positive(1)
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""
@@ -168,6 +170,8 @@ class EnvConfig:
         """What is wrong with ``residual_gate`` here (one line), or None. Checked when a config is read and
         again where an env is built (:func:`rlpilot.envs.make_vector_env` takes an env section on its own)."""
         if self.residual_gate and self.residual_gate_index is None and not self.kwargs.get("obs_error_peak"):
+            if ":" in self.base_controller:  # a user's controller may compute the signal (gate_signal): checked
+                return None  # where it is built (rlpilot.envs.make.residual_vector_env)
             return (
                 "env.residual_gate reads an error signal in the observation: name its entry with "
                 "env.residual_gate_index=I, or on rlpilot/ReacherTrack-v0 it reads the error monitor, the "

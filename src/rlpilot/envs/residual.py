@@ -9,8 +9,9 @@ costs a slightly different gain, not a torque error. Either way the policy sees 
 same observations as the base controller, and action 0 is the base controller exactly. The base is computed
 for the whole batch in one call per step, and a stateful base (PID) is reset for exactly the envs that start
 a new episode. ``penalty`` (``env.residual_penalty``) subtracts ``penalty * |action|^2`` from each reward;
-``gate`` (``env.residual_gate``) lets the action act only where an error signal in the observation (entry
-``gate_index``, the arm's error monitor by default) is above it. Any controller of the protocol in
+``gate`` (``env.residual_gate``) lets the action act only where an error signal is above it: observation entry
+``gate_index`` where given, else the controller's ``gate_signal(observation)`` where it has one, else the arm's
+error monitor. Any controller of the protocol in
 :mod:`rlpilot.controllers` works here, on any env with Box observations and actions.
 """
 
@@ -20,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlpilot.controllers import ARM_ERROR_MONITOR, RESIDUAL_MODES, apply_controller, residual_terms
+from rlpilot.controllers import RESIDUAL_MODES, apply_controller, gate_signal, residual_terms
 from rlpilot.errors import UserError
 
 
@@ -47,7 +48,7 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
             self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
         self.controller, self.scale, self.mode, self.penalty = controller, float(scale), mode, float(penalty)
         self.gate = float(gate)
-        self.gate_index = ARM_ERROR_MONITOR if gate_index is None else int(gate_index)
+        self.gate_signal = gate_signal(controller, gate_index)
         self.low, self.high = env.action_space.low, env.action_space.high
         self._observation: np.ndarray | None = None
 
@@ -67,7 +68,7 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         observation = torch.as_tensor(self._observation, dtype=torch.float32)
         action = torch.as_tensor(np.asarray(actions), dtype=torch.float32)
         with torch.no_grad():  # the base for the whole batch, from the observations the policy acted on
-            gains, added = residual_terms(action, self.scale, self.mode, observation, self.gate, self.gate_index)
+            gains, added = residual_terms(action, self.scale, self.mode, observation, self.gate, self.gate_signal)
             base = apply_controller(self.controller, observation, gains)
             total = np.clip((base + added).numpy(), self.low, self.high)
         observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlpilot.controllers import ARM_ERROR_MONITOR, RESIDUAL_FORMULAS, residual_terms
+from rlpilot.controllers import ARM_ERROR_MONITOR, RESIDUAL_FORMULAS, gate_signal, residual_terms
 from rlpilot.envs.make import observation_reader, to_numpy
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
@@ -63,7 +63,8 @@ class DeployedPolicy(nn.Module):
         self.residual_scale = float(residual_scale)
         self.residual_mode = residual_mode
         self.residual_gate = float(residual_gate)
-        self.residual_gate_index = ARM_ERROR_MONITOR if residual_gate_index is None else int(residual_gate_index)
+        # an observation entry, or the base controller's gate_signal (traced into the artifact with it)
+        self.gate_signal = gate_signal(getattr(base, "controller", None), residual_gate_index)
         low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
         self.register_buffer("low", torch.as_tensor(low).detach().clone().float())
         self.register_buffer("high", torch.as_tensor(high).detach().clone().float())
@@ -73,7 +74,7 @@ class DeployedPolicy(nn.Module):
         if self.base is None:
             return action
         gains, added = residual_terms(
-            action, self.residual_scale, self.residual_mode, observation, self.residual_gate, self.residual_gate_index
+            action, self.residual_scale, self.residual_mode, observation, self.residual_gate, self.gate_signal
         )
         if not self.state_size:
             return self._clip(self.base(observation, None, gains) + added)
@@ -161,7 +162,9 @@ def export_run(
         env_box = residual_env.env.single_action_space  # the env's actions (a gain schedule's policy acts on gains)
         controller = residual_env.controller
         gains = len(controller.gain_names) if config.env.residual_mode == "gains" else 0
-        exportable(controller, config.env.base_controller, obs_dim, gains)
+        signal = gate_signal(controller, config.env.residual_gate_index)
+        reads_signal = bool(config.env.residual_gate) and callable(signal)
+        exportable(controller, config.env.base_controller, obs_dim, gains, gate_signal=reads_signal)
         base = ControllerModule(controller)
     probe_env.close()
     module = DeployedPolicy(
@@ -179,7 +182,9 @@ def export_run(
     inputs = (observations,)
     if module.state_size:
         inputs = (observations, rollout_states(module, observations, PARITY_ENVS))
-    signature = _signature(fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size, env_box)
+    signature = _signature(
+        fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size, env_box, module.gate_signal
+    )
     tolerance = CONTINUOUS_TOLERANCE if base is None else BASE_TOLERANCE
     return write_checked(module, inputs, fmt, out_dir, signature, tolerance, force=force)
 
@@ -193,6 +198,7 @@ def _signature(
     policy: LoadedPolicy,
     state_size: int = 0,
     env_box=None,
+    gate_read_by=ARM_ERROR_MONITOR,
 ) -> dict:
     from torchrl.data import Categorical, OneHot
 
@@ -240,7 +246,7 @@ def _signature(
         }
     ]
     outputs = [output]
-    gate_index = ARM_ERROR_MONITOR if config.env.residual_gate_index is None else config.env.residual_gate_index
+    gate_read = "base.gate_signal(observation)" if callable(gate_read_by) else f"observation[{gate_read_by}]"
     if state_size:
         state = {"name": "state", "shape": ["batch", state_size], "dtype": "float32"}
         inputs.append(
@@ -269,7 +275,7 @@ def _signature(
                 "residual_gate_index": config.env.residual_gate_index,
                 "note": f"the action is {RESIDUAL_FORMULAS[config.env.residual_mode]}"
                 + (
-                    f", policy(observation) first times clamp(|observation[{gate_index}]| / "
+                    f", policy(observation) first times clamp(|{gate_read}| / "
                     f"{config.env.residual_gate:g} - 1, 0, 1) (residual_gate: the error signal)"
                     if config.env.residual_gate
                     else ""
