@@ -164,6 +164,61 @@ def test_an_actor_killed_mid_run_is_replaced_and_the_run_finishes(tmp_path, loop
     assert float(_rows(path)[-1]["collect/replaced"]) == 1.0
 
 
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.slow  # three Ray nodes start, one is removed mid-run: ~40 s idle (make test-all)
+@pytest.mark.xdist_group("ray")
+def test_a_node_lost_mid_run_has_its_actors_replaced_on_the_others(tmp_path):
+    """A loopback cluster of a head (no CPUs: the learner only) and two worker nodes; the learner joins it by
+    address, as on a real cluster. Mid-run, a node holding an actor is removed (its raylet and every worker
+    process killed, as when a machine goes): the actor is replaced on the node left and the run finishes."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():  # the module's loopback cluster: this run must join the cluster below instead
+        ray.shutdown()
+    _wait_for(lambda: not _actor_pids(), timeout=60)  # the actors of earlier tests have exited
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "node_ip_address": "127.0.0.1"})
+    try:
+        nodes = [cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1") for _ in range(2)]
+        raylets = {node.all_processes["raylet"][0].process.pid: node for node in nodes}
+        path = tmp_path / "node-lost"
+        lost: list[int] = []
+
+        def node_of(pid: int):
+            while pid > 1:
+                if pid in raylets:
+                    return raylets[pid]
+                pid = _parent(pid)
+            return None
+
+        def remove_a_node():
+            _wait_for(lambda: (path / "metrics.csv").exists() and len(_actor_pids()) >= 2)
+            victim = next(node for node in (node_of(pid) for pid in _actor_pids()) if node is not None)
+            lost.extend(pid for pid in _actor_pids() if node_of(pid) is victim)
+            cluster.remove_node(victim, allow_graceful=False)
+
+        remover = threading.Thread(target=remove_a_node, daemon=True)
+        remover.start()
+        args = ["train", "ppo", "CartPole-v1", "--frames", "2560", "--run-dir", str(path), "--ray", cluster.address]
+        settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.log_every_frames=64"]
+        assert main([*args, *SLOW, *settings, *SMALL_PPO, *QUIET]) == 0
+        remover.join(timeout=5)
+        assert lost, "no node was removed"
+        replaced = [event for event in _events(path) if event["event"] == "worker_replaced"]
+        assert 1 <= len(replaced) == len(lost) <= 2
+        assert not {event["pid"] for event in replaced} & set(lost)
+        assert load_run(path).status == "finished"
+        # actors started in all: one a lost actor, more where a replacement landed on the node going too
+        assert float(_rows(path)[-1]["collect/replaced"]) >= len(lost)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+
+
 @pytest.mark.slow
 def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_curve(tmp_path):
     """The learner's own local cluster (``--ray local`` in a fresh process): SIGTERM checkpoints and stops

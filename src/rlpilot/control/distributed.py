@@ -163,12 +163,17 @@ class RayCollection:
             ) from None
 
     def _replace(self, index: int, error: Exception) -> None:
-        self.replacements += 1
-        if self.replacements > MAX_REPLACEMENTS:
-            raise UserError(f"collection actors died {self.replacements} times (last: {_cause(error)}); stopping")
-        self.ray.kill(self.actors[index], no_restart=True)
-        self.actors[index] = self._start(index)
-        self.pids[index] = self.ray.get(self.actors[index].pid.remote())
+        while True:  # a replacement placed on a node that is going too (not yet marked dead) dies as well
+            self.replacements += 1
+            if self.replacements > MAX_REPLACEMENTS:
+                raise UserError(f"collection actors died {self.replacements} times (last: {_cause(error)}); stopping")
+            self.ray.kill(self.actors[index], no_restart=True)
+            self.actors[index] = self._start(index)
+            try:
+                self.pids[index] = self.ray.get(self.actors[index].pid.remote())
+                break
+            except self.ray.exceptions.RayActorError as exc:
+                error = exc
         self.events.append(
             {
                 "event": "worker_replaced",
