@@ -4,8 +4,7 @@ For each ``--run PRESET`` (an rlpilot preset, with ``--set`` overrides if given 
 ``--old`` commit (checked out into a temporary git worktree) and at the working tree, with the same seed and
 frames, then compare:
 
-- ``metrics.csv``: every column except wall-clock ones (``time``, ``fps``, ``*_seconds``, ``collect/...``
-  rates), value for value;
+- ``metrics.csv``: every column except wall-clock ones (``time/...``, ``collect/...`` rates), value for value;
 - the final checkpoint: every tensor of the algorithm's state (networks, optimisers, normalisation), exactly;
 - ``rlpilot eval RUN --episodes E``'s printed returns.
 
@@ -31,7 +30,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stamp import ROOT, header, write_result  # noqa: E402
 
-CLOCK_COLUMNS = ("time", "fps", "seconds", "collect/fps", "collect/actor_fps", "collect/wait_share")
+CLOCK_COLUMNS = ("collect/fps", "collect/actor_fps", "collect/wait_share")
+"""Wall-clock columns besides ``time/...`` (elapsed seconds, frames per second): they differ run to run."""
 
 
 def train(src: Path, preset: str, overrides: list[str], frames: int, seed: int, run_dir: Path) -> None:
@@ -50,7 +50,7 @@ def evaluate(src: Path, run_dir: Path, episodes: int) -> str:
 
 
 def clock(column: str) -> bool:
-    return any(column == name or column.endswith(name) for name in CLOCK_COLUMNS)
+    return column.startswith("time/") or column in CLOCK_COLUMNS
 
 
 def metrics(run_dir: Path) -> list[dict]:
@@ -58,16 +58,20 @@ def metrics(run_dir: Path) -> list[dict]:
         return [{key: value for key, value in row.items() if not clock(key)} for row in csv.DictReader(f)]
 
 
-def tensors(state, prefix: str = "") -> dict[str, torch.Tensor]:
+def tensors(state, prefix: str = "", rows: int | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of a checkpoint's state by path; a replay storage's rows past its length (``_len``: memory
+    ``torch.empty`` left uninitialised, different from process to process) left out."""
     found = {}
     if isinstance(state, torch.Tensor):
-        found[prefix] = state
+        found[prefix] = state if rows is None or state.dim() == 0 else state[:rows]
     elif isinstance(state, dict):
+        filled = state.get("_len") if "_storage" in state else None
         for key, value in state.items():
-            found.update(tensors(value, f"{prefix}/{key}"))
+            inner = int(filled) if key == "_storage" and filled is not None else rows
+            found.update(tensors(value, f"{prefix}/{key}", inner))
     elif isinstance(state, (list, tuple)):
         for index, value in enumerate(state):
-            found.update(tensors(value, f"{prefix}/{index}"))
+            found.update(tensors(value, f"{prefix}/{index}", rows))
     return found
 
 
@@ -106,12 +110,12 @@ def main() -> int:
         worktree = Path(tmp) / "old"
         subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.old], cwd=ROOT, check=True)
         try:
-            for spec in args.run:
+            for number, spec in enumerate(args.run):
                 preset, _, rest = spec.partition(":")
                 overrides = [item for item in rest.split(",") if item]
                 runs = {}
                 for side, src in (("old", worktree / "src"), ("new", ROOT / "src")):
-                    runs[side] = Path(tmp) / f"{preset}-{side}"
+                    runs[side] = Path(tmp) / f"{number}-{preset}-{side}"
                     train(src, preset, overrides, args.frames, args.seed, runs[side])
                 returns = {
                     side: evaluate(src, runs[side], args.episodes)
