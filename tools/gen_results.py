@@ -848,10 +848,19 @@ SOURCES = {
 def dc_motor_table(path: Path) -> str:
     """docs/your-controller.md: examples/dc_motor/compare.py's table and its stamp."""
     record = json.loads(path.read_text())
+    reused = record.get("reused")
+    command = record["command"].split(" --group")[0] + (
+        " with the two groups above" if "--group" in record["command"] else ""
+    )
+    kept = (
+        f"; the RL rows' episodes kept from `{Path(reused['file']).name}` (commit {reused['commit']}), where "
+        "they were played"
+        if reused
+        else ""
+    )
     return (
-        f"{record['table']}\n\nSource: `{path.relative_to(ROOT)}` (commit {record['commit']}, {record['date']}, "
-        f"while other jobs\nshared the 2 cores); command: `cd examples && {record['command'].split(' --group')[0]}`"
-        " with the two groups above."
+        f"{record['table']}\n\nSource: `{path.relative_to(ROOT)}` (commit {record['commit']}, {record['date']}); "
+        f"command: `cd examples && {command}`{kept}."
     )
 
 

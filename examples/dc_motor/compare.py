@@ -2,6 +2,11 @@
 on randomised dynamics) against PPO runs on top of the robust PID, on the same evaluation episodes.
 
     cd examples && python -m dc_motor.compare --group "PPO gain schedule=RUN_DIR,RUN_DIR" ... [--out FILE.json]
+    cd examples && python -m dc_motor.compare --tuned "PID tuned by rlpilot tune=runs/tune-axis/best.yaml" \
+        --reuse ../benchmarks/results/dc_motor-DATE.json --out FILE.json
+
+``--tuned NAME=best.yaml`` adds a row for the controller arguments ``rlpilot tune --controller`` found;
+``--reuse FILE`` keeps an earlier file's RL rows (their returns, per episode) instead of playing runs again.
 
 Every row plays 100 episodes per condition with seeds 12345 on (tuning used 0-31) through rlpilot's own
 evaluation loop; an RL group pools its runs' episodes (one run per training seed). The interval is a 95%
@@ -19,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from rlpilot.control.evaluate import evaluate
 from rlpilot.play.episodes import playable
@@ -58,11 +64,25 @@ def interval(returns: np.ndarray) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--group", action="append", default=[], help="NAME=RUN_DIR[,RUN_DIR...]")
+    parser.add_argument("--tuned", action="append", default=[], help="NAME=best.yaml of rlpilot tune --controller")
+    parser.add_argument("--reuse", help="an earlier result file whose RL rows are kept")
     parser.add_argument("--out", help="write the result file here (JSON)")
     args = parser.parse_args()
     rows = {}
     for name, gains in CONTROLLERS.items():
         rows[name] = {c: play(PLANT, kw, controller=PID, gains=gains) for c, kw in CONDITIONS.items()}
+    for tuned in args.tuned:
+        name, _, path = tuned.partition("=")
+        gains = yaml.safe_load(Path(path).read_text())["env"]["base_controller_kwargs"]
+        label = f"{name} ({', '.join(f'{k} {v:.3g}' for k, v in sorted(gains.items()))})"
+        rows[label] = {c: play(PLANT, kw, controller=PID, gains=gains) for c, kw in CONDITIONS.items()}
+    reused = json.loads(Path(args.reuse).read_text()) if args.reuse else None
+    if reused is not None:
+        if (reused["episodes"], reused["seed"]) != (EPISODES, SEED):
+            raise SystemExit(f"--reuse {args.reuse}: other episodes or seeds")
+        for name, by_condition in reused["returns"].items():
+            if name not in rows and name not in CONTROLLERS:  # RL rows: classical ones are played again
+                rows[name] = {c: np.array(by_condition[c]) for c in CONDITIONS}
     for group in args.group:
         name, _, runs = group.partition("=")
         dirs = runs.split(",")
@@ -82,7 +102,13 @@ def main() -> None:
     if args.out:
         commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout
         record = {
-            "command": "python -m dc_motor.compare " + " ".join(f'--group "{g}"' for g in args.group),
+            "command": "python -m dc_motor.compare "
+            + " ".join(
+                [f'--group "{g}"' for g in args.group]
+                + [f'--tuned "{t}"' for t in args.tuned]
+                + ([f"--reuse {args.reuse}"] if args.reuse else [])
+            ),
+            "reused": {"file": args.reuse, "commit": reused["commit"]} if reused is not None else None,
             "commit": commit.strip(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "machine": platform.processor() or platform.machine(),
