@@ -207,3 +207,37 @@ def test_gae_equals_torchrl_gae_on_a_collected_batch():
         gae(ours, algo.critic_net, config.ppo.gamma, config.ppo.gae_lambda)
     for key in ("advantage", "value_target", "state_value", ("next", "state_value")):
         torch.testing.assert_close(ours[key], batch[key], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("preset", ["ppo-cartpole", "ppo-pendulum"])
+def test_the_actor_reads_only_its_inputs_and_the_critic_reads_all(preset):
+    """model.actor_inputs (an asymmetric actor-critic): entries the actor does not read change its output not
+    at all, and the critic's; the loss still equals TorchRL's over these networks."""
+    algo, batch = _algo_and_batch(preset, ["model.actor_inputs=[-1, 0]"])
+    observation = batch["observation"][:8]
+    changed = observation.clone()
+    changed[:, 1:-1] += 5.0  # every entry but the first and the last
+    actor = (lambda o: algo.actor_net(o)[0]) if algo.kind == "continuous" else algo.actor_net
+    with torch.no_grad():
+        assert torch.equal(actor(observation), actor(changed))
+        assert not torch.equal(algo.critic_net(observation), algo.critic_net(changed))
+        swapped = observation[:, [-1, *range(1, observation.shape[1] - 1), 0]]  # first and last trade places
+        assert not torch.equal(actor(observation), actor(swapped))  # the order is [-1, 0], as named
+    reference, _ = ppo_reference(algo, clip_epsilon=0.2)
+    torch.manual_seed(1)
+    ours = ppo_loss(algo, batch.clone(), algo.config.ppo, 0.2)
+    torch.manual_seed(1)
+    theirs = reference(batch.clone())
+    for key in ("loss_objective", "loss_critic"):
+        torch.testing.assert_close(ours[key].float(), theirs[key].float(), rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_actor_inputs_out_of_range_or_for_another_algo_is_one_line():
+    from rlpilot.errors import UserError
+
+    with pytest.raises(UserError, match=r"model.actor_inputs \[7\]: the observation has 4 entries"):
+        _algo_and_batch("ppo-cartpole", ["model.actor_inputs=[0, 7]"])
+    with pytest.raises(UserError, match="what PPO's actor reads"):
+        load_config("sac-pendulum", overrides=["model.actor_inputs=[0]"])
+    with pytest.raises(UserError, match="names an entry twice"):
+        load_config("ppo-cartpole", overrides=["model.actor_inputs=[0, 0]"])

@@ -66,6 +66,11 @@ def positive_items(*, factory: Any) -> Any:
     return _check(factory=factory, items_gt=0)
 
 
+def int_items(*, factory: Any) -> Any:
+    """A list of integers (observation indices; negative counts from the end)."""
+    return _check(factory=factory, items_int=True)
+
+
 def field_problems(key: str, value: Any, rule: dict) -> list[str]:
     """What is wrong with ``value`` under a field's declared rule (type already checked)."""
     if value is None:
@@ -84,6 +89,10 @@ def field_problems(key: str, value: Any, rule: dict) -> list[str]:
         return [f"{key} must be >= {rule['ge']:g} (got {value})"]
     if "items_gt" in rule and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
         return [f"{key} must be a list of positive integers (got {value})"]
+    if "items_int" in rule and not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return [f"{key} must be a list of integers (got {value})"]
+    if "items_int" in rule and len(set(value)) != len(value):
+        return [f"{key} names an entry twice (got {value})"]
     return []
 
 
@@ -193,6 +202,12 @@ class ModelConfig:
     """CNN conv layers as ``[out_channels, kernel, stride]`` triples (ReLU after each). Empty: derived
     from the frame size: Nature-DQN's ``[[32, 8, 4], [64, 4, 2], [64, 3, 1]]`` for frames of 36 px and
     more, MinAtar's ``[[16, 3, 1]]`` for smaller ones."""
+    actor_inputs: list = int_items(factory=list)
+    """PPO: the observation entries the actor reads (0-based, negative from the end), the critic reading them
+    all: an asymmetric actor-critic (Pinto et al. 2018). A privileged teacher reads only the true dynamics
+    parameters (``rlpilot/ReacherTrack-v0``'s ``obs_privileged``) and so acts the same way all episode; a
+    deployable actor reads only what is measured while its critic also reads what the simulator knows. Empty:
+    every entry (the usual)."""
 
 
 @dataclass
@@ -615,6 +630,11 @@ class Config:
             problems.append("env.id is empty: give a gymnasium id or package.module:Class")
         if self.kind == "control" and not all(isinstance(name, str) for name in self.env.kwargs):
             problems.append(f"env.kwargs: keys are argument names (got {list(self.env.kwargs)!r})")
+        if self.model.actor_inputs and self.algo != "ppo":
+            problems.append(
+                f"model.actor_inputs selects what PPO's actor reads (its critic reads everything); {self.algo} has "
+                "no separate actor for it: drop model.actor_inputs or train ppo"
+            )
         if self.algo == "dqn" and self.env.action_encoding != "categorical":
             problems.append("dqn needs env.action_encoding=categorical (its Q-network indexes actions)")
         if self.kind == "multiagent" and not registry.is_multiagent_env(self.env.id):

@@ -83,12 +83,37 @@ def cnn_layers(in_shape: tuple[int, int, int], cfg: ModelConfig) -> list:
     return NATURE_CNN if min(in_shape[1:]) >= 36 else MINATAR_CNN
 
 
-def network(observation_spec, out_features: int, cfg: ModelConfig, *, out_gain: float = 1.0) -> nn.Module:
+class SelectInputs(nn.Module):
+    """The observation entries ``indices`` (``model.actor_inputs``), in that order, over any leading dims."""
+
+    def __init__(self, indices: list[int], width: int):
+        super().__init__()
+        bad = [i for i in indices if not -width <= i < width]
+        if bad:
+            raise UserError(
+                f"model.actor_inputs {bad}: the observation has {width} entries (0 to {width - 1}, or negative "
+                "from the end)"
+            )
+        self.register_buffer("indices", torch.tensor([i % width for i in indices], dtype=torch.long))
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return observation.index_select(-1, self.indices)
+
+
+def network(
+    observation_spec, out_features: int, cfg: ModelConfig, *, out_gain: float = 1.0, inputs: list[int] | None = None
+) -> nn.Module:
     """Observation -> ``out_features``: an MLP for vectors; for images (``[C, H, W]``) a CNN, sized from
-    the spec, feeding the MLP head (``model.hidden_sizes``)."""
+    the spec, feeding the MLP head (``model.hidden_sizes``). ``inputs``: only these observation entries
+    (``model.actor_inputs``: vectors only)."""
     spec = observation_spec["observation"]
     image = len(spec.shape) == 4
     encoder = cfg.encoder if cfg.encoder != "auto" else ("cnn" if image else "mlp")
+    if inputs and (encoder != "mlp" or image):
+        raise UserError("model.actor_inputs selects entries of a vector observation; this env's are images")
+    if encoder == "mlp" and inputs:
+        select = SelectInputs(list(inputs), observation_size(observation_spec))
+        return nn.Sequential(select, mlp(len(inputs), out_features, cfg, out_gain=out_gain))
     if encoder == "mlp":
         return mlp(observation_size(observation_spec), out_features, cfg, out_gain=out_gain)
     if not image:
