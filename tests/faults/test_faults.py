@@ -329,3 +329,33 @@ def test_a_real_write_error_while_resuming_is_one_line(tmp_path):
     assert out.returncode == 2 and len(lines) == 1 and "cannot write" in lines[0], out.stderr
     assert str(path) in lines[0] and (path / "metrics.csv").read_bytes() == before  # names the file; nothing lost
     load_run(path).config()  # config.yaml intact (written atomically)
+    assert load_run(path).meta()["status"] == "finished"  # its first write failed: the record is untouched
+
+    # a limit that lets the small config.yaml and meta.json be written (the resume marks itself running) but not
+    # the metrics:
+    # the run must not stay marked "running" after the process has exited (the 60-minute soak found it so)
+    more_rows = ["--set", "train.log_every_frames=32", "-q"]
+    assert main(["train", "--resume", str(path), "--frames", "3072", *more_rows]) == 0
+    limit = max((path / name).stat().st_size for name in ("meta.json", "config.yaml")) + 400
+    assert (path / "metrics.csv").stat().st_size > limit
+
+    def small_files() -> None:  # noqa: F811 - the second limit
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    out = subprocess.run(
+        cli_command(["train", "--resume", path, "--frames", "4096", "-q"]),
+        capture_output=True,
+        text=True,
+        cwd=TESTS,
+        env=cli_env(),
+        preexec_fn=small_files,
+        timeout=300,
+    )
+    assert out.returncode == 2 and "cannot write" in out.stderr, out.stderr
+    meta = load_run(path).meta()
+    assert meta["status"] == "failed" and "could not start" in meta["reason"] and "cannot write" in meta["reason"], (
+        out.stderr,
+        meta,
+    )
+    assert main(["train", "--resume", str(path), "--frames", "4096", "-q"]) == 0  # the limit gone, it resumes
+    assert load_run(path).meta()["status"] == "finished"

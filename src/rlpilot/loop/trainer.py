@@ -199,34 +199,57 @@ def _build_and_run(
         resumes = lifecycle.count_resume(run, progress.frames) if checkpoint else 0
         seed = config.train.seed + lifecycle.RESUME_SEED_STRIDE * resumes
         trainable = _build(config, run, checkpoint, device, seed, remote=remote, show=show_progress or verbose)
-    except stopping.Interrupted as exc:
-        if checkpoint and run.meta().get("status") == "running":  # marked by count_resume: it stopped here,
-            # cleanly, and stays resumable
-            run.update_meta(status="interrupted", reason=f"signal {exc.signal} during start-up")
+    except BaseException as exc:
+        if checkpoint:
+            _start_ended(run, exc)
         raise
     # from here a signal no longer raises: it is recorded, and the loop (which it may reach before its first
     # batch) ends the run as interrupted, with a checkpoint, instead of leaving it marked "running"
     with stopping.stop_on_signals(), contextlib.closing(trainable):
-        if checkpoint:
-            torch.set_rng_state(checkpoint["torch_rng"])
-            run.truncate_metrics(after_frames=progress.frames)
-            run.truncate_events(after_frames=progress.frames)
-        loop = Loop(
-            config, run, trainable, progress, threshold, curve=curve, show_progress=show_progress, verbose=verbose
-        )
-        # startup_s: the wait before the first frame (interpreter, imports, config, envs, networks; the
-        # loggers open at the first row they log)
-        startup = lifecycle.process_age()
-        run.update_meta(
-            status="running",
-            solved_at=threshold,
-            device=str(device),
-            resumes=resumes,
-            startup_s=startup,
-            **trainable.facts(),
-        )
+        try:
+            if checkpoint:
+                torch.set_rng_state(checkpoint["torch_rng"])
+                run.truncate_metrics(after_frames=progress.frames)
+                run.truncate_events(after_frames=progress.frames)
+            loop = Loop(
+                config, run, trainable, progress, threshold, curve=curve, show_progress=show_progress, verbose=verbose
+            )
+            # startup_s: the wait before the first frame (interpreter, imports, config, envs, networks; the
+            # loggers open at the first row they log)
+            startup = lifecycle.process_age()
+            run.update_meta(
+                status="running",
+                solved_at=threshold,
+                device=str(device),
+                resumes=resumes,
+                startup_s=startup,
+                **trainable.facts(),
+            )
+        except BaseException as exc:
+            if checkpoint:
+                _start_ended(run, exc)
+            raise
         loop.run()
     return run
+
+
+def _start_ended(run: Run, exc: BaseException) -> None:
+    """A resume that ended before its loop (``count_resume`` marked it ``running``): ``interrupted`` for a
+    signal (it stopped cleanly and stays resumable), ``failed`` with the reason otherwise (a write that failed,
+    an env that cannot be built), so the run does not stay marked ``running`` after the process has exited.
+    Written only if meta.json can still be written."""
+    try:
+        if run.meta().get("status") != "running":
+            return
+        if isinstance(exc, stopping.Interrupted):
+            run.update_meta(status="interrupted", reason=f"signal {exc.signal} during start-up")
+        elif isinstance(exc, KeyboardInterrupt):
+            run.update_meta(status="interrupted", reason="KeyboardInterrupt during start-up")
+        else:
+            reason = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+            run.update_meta(status="failed", reason=f"the resume could not start: {reason}"[:500])
+    except Exception:  # noqa: BLE001 - meta.json cannot be written either: the exception in flight says why
+        pass
 
 
 def _build(
@@ -415,7 +438,12 @@ class Loop:
         except OSError as exc:
             failed_write = f"the final checkpoint could not be written ({exc.strerror or exc}); the last one is kept"
             status, reason = "failed", failed_write
-        self.loggers.close()
+        try:
+            self.loggers.close()
+        except OSError as exc:  # the last rows could not be written (a full disk, a file-size limit): said, not lost
+            failed_write = failed_write or f"the last metrics could not be written ({exc.strerror or exc})"
+            if status != "failed":
+                status, reason = "failed", failed_write
         after = self.progress.evals_after_solved
         if self.config.train.evals_after_solved and after and self.threshold is not None:
             share = sum(mean >= self.threshold for mean in after) / len(after)
