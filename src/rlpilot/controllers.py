@@ -14,7 +14,8 @@ built with keyword arguments (``env.base_controller_kwargs``) that maps a batch 
   ``reset(mask)``.
 
 Users name theirs ``package.module:Class`` (``env.base_controller``, ``rlpilot eval --controller``); rlpilot's
-``pd`` and ``pid`` (the arm's inverse kinematics + PD / PID) are instances of the same protocol.
+``pd`` and ``pid`` (the arm's inverse kinematics + PD / PID) are instances of the same protocol. How a residual
+policy's action enters a controller: :mod:`rlpilot.envs.residual`.
 
 ``ReacherPD``: the controller an RL policy for MuJoCo's two-link ``Reacher`` is meant to replace. Each step
 it solves the arm's inverse kinematics for the target (read from the observation), then applies a
@@ -164,72 +165,8 @@ def scheduled_gains(kp: float, kd: float, gains: torch.Tensor | None):
     return kp * gains[:, 0:1], kd * gains[:, 1:2]
 
 
-RESIDUAL_FORMULAS = {
-    "add": "clip(base(observation) + residual_scale * policy(observation))",
-    "gains": "the base controller with its gain_names times 10 ** (residual_scale * policy(observation))",
-}
-RESIDUAL_MODES = tuple(RESIDUAL_FORMULAS)
-"""How a residual policy's action enters the base controller (``env.residual_mode``): ``add``: added to its
-output, ``clip(base(obs) + scale * action)``; ``gains``: its ``gain_names`` (the arm's kp and kd) multiplied by
-``10 ** (scale * action)`` (``scale`` in decades, one action per gain), a gain schedule. Both are the base
-controller exactly at action 0."""
-
 ARM_ERROR_MONITOR = -1
 """``env.residual_gate_index`` unset: the arm's error monitor, its observation's last float (``obs_error_peak``)."""
-
-
-def gain_multipliers(action: torch.Tensor, decades: float) -> torch.Tensor:
-    """``10 ** (decades * action)``, per env and gain: exactly 1 where the action is 0."""
-    return torch.exp(action * (decades * math.log(10.0)))
-
-
-GateSignal = int | Callable[[torch.Tensor], torch.Tensor]
-"""Where ``env.residual_gate`` reads its error signal: an observation entry (``env.residual_gate_index``) or a
-function of the observation batch returning one number per row (the base controller's ``gate_signal``)."""
-
-
-def gate_signal(controller, index: int | None) -> GateSignal:
-    """The gate's error signal for a run: ``env.residual_gate_index`` where set, else the controller's own
-    ``gate_signal(observation)`` method where it has one (a user's plant: the signal their controller computes,
-    e.g. a filtered error), else the arm's error monitor (the observation's last float)."""
-    if index is not None:
-        return int(index)
-    method = getattr(controller, "gate_signal", None)
-    return method if callable(method) else ARM_ERROR_MONITOR
-
-
-def read_gate_signal(observation: torch.Tensor, signal: GateSignal) -> torch.Tensor:
-    """The error signal, ``[batch]``: an observation entry, or a callable's output flattened to one per row."""
-    if callable(signal):
-        return signal(observation).reshape(observation.shape[0])
-    return observation[:, signal]
-
-
-def residual_gate(observation: torch.Tensor, gate: float, signal: GateSignal = ARM_ERROR_MONITOR) -> torch.Tensor:
-    """``env.residual_gate``: how much of the residual acts, from an error signal (:func:`gate_signal`: entry
-    ``env.residual_gate_index`` of the observation, the controller's ``gate_signal``, or the arm's error
-    monitor): 0 while ``|signal|`` is under ``gate``, rising linearly to 1 at twice that. One column per env."""
-    return torch.clamp(read_gate_signal(observation, signal).abs().unsqueeze(-1) / gate - 1.0, 0.0, 1.0)
-
-
-def residual_terms(
-    action: torch.Tensor,
-    scale: float,
-    mode: str,
-    observation: torch.Tensor | None = None,
-    gate: float = 0.0,
-    signal: GateSignal = ARM_ERROR_MONITOR,
-) -> tuple[torch.Tensor | None, torch.Tensor | float]:
-    """How a residual policy's ``action`` enters the base controller: ``(gains, added)``, the env receiving
-    ``clip(base(observation, gains) + added)``. ``add``: no gains, ``scale * action`` added; ``gains``: the
-    multipliers of the controller's gains (:func:`gain_multipliers`), nothing added. ``gate`` > 0: the action
-    times :func:`residual_gate` of the raw ``observation`` first (below the gate: the base controller exactly).
-    One place for both users: the residual vector env (training, evaluation) and the exported artifact."""
-    if gate > 0:
-        action = action * residual_gate(observation, gate, signal)
-    if mode == "gains":
-        return gain_multipliers(action, scale), 0.0
-    return None, scale * action
 
 
 def joint_velocity(q1: torch.Tensor, q2: torch.Tensor, velocity: torch.Tensor, damping: float = 0.01) -> torch.Tensor:
@@ -342,7 +279,7 @@ class ControllerModule(torch.nn.Module):
     ``forward(observation, state) -> (action, next state)``, the controller's ``step`` as a pure function,
     so the artifact carries no hidden state: the caller feeds each output state back in and starts every
     episode from zeros (``state_size`` numbers per env). ``gains`` (optional, last): a gain schedule's
-    multipliers per env and gain (:func:`gain_multipliers`)."""
+    multipliers per env and gain (:func:`rlpilot.envs.residual.gain_multipliers`)."""
 
     def __init__(self, controller):
         super().__init__()

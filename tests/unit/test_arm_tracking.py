@@ -177,8 +177,8 @@ def test_residual_at_initialisation_is_the_base_controller(algo, mode):
 def test_a_gain_schedule_scales_kp_and_kd_and_is_the_pd_at_zero():
     """``env.residual_mode=gains``: the policy's 2 actions are decades of kp and kd; the env gets exactly the PD
     law with those gains (action 0: the PD itself), never an added torque."""
-    from rlpilot.controllers import gain_multipliers
     from rlpilot.envs import make_env
+    from rlpilot.envs.residual import gain_multipliers
 
     observation = torch.as_tensor(make().reset(seed=4)[0])[None].repeat(3, 1)
     actions = torch.tensor([[0.0, 0.0], [-1.0, 0.0], [0.5, -0.5]])
@@ -349,13 +349,15 @@ def test_residual_penalty_costs_the_squared_policy_action_and_nothing_else():
 def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelope():
     """env.residual_gate: below the gate the motors get the PD's action whatever the policy says; at twice the
     gate and above, the full schedule; the same in the env and in the exported controller."""
-    from rlpilot.controllers import ControllerModule, gain_multipliers, residual_gate
+    from rlpilot.controllers import ControllerModule
     from rlpilot.envs import make_env
+    from rlpilot.envs.residual import ResidualLaw, gain_multipliers
     from rlpilot.errors import UserError
     from rlpilot.play.export import DeployedPolicy
 
+    law = ResidualLaw(mode="gains", scale=1.0, gate=0.005)  # the signal: the arm's error monitor, the last float
     peaks = torch.tensor([[0.0], [0.004], [0.005], [0.0075], [0.01], [0.3]])
-    assert residual_gate(peaks, 0.005).flatten().tolist() == pytest.approx([0, 0, 0, 0.5, 1, 1])
+    assert law.gate_weight(peaks).flatten().tolist() == pytest.approx([0, 0, 0, 0.5, 1, 1])
     env_cfg = gain_schedule_env(residual_gate=0.005, kwargs={"obs_last_action": True, "obs_error_peak": 0.9})
     env = make_env(env_cfg, num_envs=1, seed=2)
     td = env.reset()
@@ -380,9 +382,7 @@ def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelo
         None,
         observations.shape[-1],
         base=ControllerModule(TrackPD()),
-        residual_scale=1.0,
-        residual_mode="gains",
-        residual_gate=0.005,
+        law=law,
         bounds=(-torch.ones(2), torch.ones(2)),
     )
     out = deployed(observations)
