@@ -13,9 +13,10 @@ import torch
 pytest.importorskip("mujoco")
 import gymnasium as gym  # noqa: E402
 
-from rlpilot.arm import NOMINAL, RANDOMIZE_RANGES, ReacherTrackEnv, register_envs  # noqa: E402
 from rlpilot.config import load_config  # noqa: E402
-from rlpilot.controllers import TrackPD, TrackPID  # noqa: E402
+from rlpilot.envs.arm.controllers import TrackPD, TrackPID  # noqa: E402
+from rlpilot.envs.arm.disturbances import NOMINAL, RANDOMIZE_RANGES  # noqa: E402
+from rlpilot.envs.arm.env import ReacherTrackEnv, register_envs  # noqa: E402
 
 register_envs()
 ENV_ID = "rlpilot/ReacherTrack-v0"
@@ -219,7 +220,7 @@ def test_check_shows_the_disturbances_and_the_base():
 def test_a_pid_base_exports_as_a_pure_function_of_observation_and_state():
     """The PID keeps an integral between steps: as a module it takes the integral in and gives the next one
     out, and stepping it that way is exactly the live controller, step after step."""
-    from rlpilot.controllers import ControllerModule, TrackPID, base_controller
+    from rlpilot.controllers import ControllerModule, base_controller
 
     module = ControllerModule(base_controller("pid", ENV_ID))
     assert module.stateful and module.state_size == 2

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from rlpilot.config.schema import EnvConfig
-from rlpilot.controllers import ARM_ERROR_MONITOR, apply_controller, check_gate_signal, is_user_controller
+from rlpilot.controllers import apply_controller, check_gate_signal, is_user_controller
+from rlpilot.envs.arm.controllers import ARM_ERROR_MONITOR
 from rlpilot.errors import UserError
 
 RESIDUAL_FORMULAS = {
