@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
 from arm_gains import CONDITIONS, play  # noqa: E402
 
-from rlpilot.controllers import TrackPD  # noqa: E402
+from rlpilot.envs.arm.controllers import TrackPD  # noqa: E402
 
 
 class ErrorRule(TrackPD):

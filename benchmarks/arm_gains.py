@@ -3,7 +3,7 @@
 A grid over kp x kd (PD with velocity feed-forward), then ki on the best PD gains (PID with anti-windup),
 scored by mean return (tracking error plus the effort penalty, the reward the RL policies get) over
 episodes on seeds 0-31 (evaluation in benchmarks/robot_arm.py uses 12345+: disjoint). Tuned once on the
-nominal arm (the gains the controllers ship with, ``rlpilot.controllers.TRACK_GAINS``), and once per
+nominal arm (the gains the controllers ship with, ``rlpilot.envs.arm.controllers.TRACK_GAINS``), and once per
 disturbed condition (the "oracle" rows: gains re-tuned for a condition the engineer could not know), and once
 on randomised dynamics (``ROBUST``: every disturbance drawn from its randomisation range at each episode, as
 the RL policies are trained): the fixed gains a careful engineer picks for an arm whose payload, friction,
@@ -29,13 +29,13 @@ from stamp import ROOT, footer, header  # noqa: E402
 
 from rlpilot.config import EnvConfig  # noqa: E402
 from rlpilot.control.evaluate import EvalResult, evaluate  # noqa: E402
-from rlpilot.controllers import TrackPD, TrackPID  # noqa: E402
 from rlpilot.envs import make_env  # noqa: E402
+from rlpilot.envs.arm.controllers import TrackPD, TrackPID  # noqa: E402
 
 ENV_ID = "rlpilot/ReacherTrack-v0"
 
 # The evaluation conditions (also benchmarks/robot_arm.py's): one disturbance each at about the upper middle
-# of its randomisation range (rlpilot.arm.RANDOMIZE_RANGES), then all together.
+# of its randomisation range (rlpilot.envs.arm.disturbances.RANDOMIZE_RANGES), then all together.
 CONDITIONS: dict[str, dict] = {
     "nominal": {},
     "payload": {"payload": 3.0},

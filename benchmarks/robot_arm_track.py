@@ -35,8 +35,8 @@ from gen_results import robot_arm_track_table  # noqa: E402
 
 from rlpilot.config import EnvConfig  # noqa: E402
 from rlpilot.control.evaluate import evaluate  # noqa: E402
-from rlpilot.controllers import TRACK_GAINS, TRACK_PID_GAINS, TrackPD, TrackPID  # noqa: E402
 from rlpilot.envs import make_env  # noqa: E402
+from rlpilot.envs.arm.controllers import TRACK_GAINS, TRACK_PID_GAINS, TrackPD, TrackPID  # noqa: E402
 from rlpilot.play.episodes import playable  # noqa: E402
 from rlpilot.sweep import bootstrap, iqm  # noqa: E402
 
@@ -62,7 +62,7 @@ def play_controller(controller, kwargs: dict, episodes: int, seed: int) -> dict[
 def under(run_kwargs: dict, condition: dict) -> dict:
     """A run's env kwargs under a fixed condition: its randomisation and disturbances replaced by the
     condition's, its other settings (``obs_last_action``, ``trajectory``) kept."""
-    from rlpilot.arm import NOMINAL
+    from rlpilot.envs.arm.disturbances import NOMINAL
 
     kept = {k: v for k, v in run_kwargs.items() if k not in NOMINAL and k != "randomize"}
     return {**kept, **condition}

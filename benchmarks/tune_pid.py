@@ -1,4 +1,4 @@
-"""Tune the Reacher PD baseline's gains (rlpilot.controllers.ReacherPD) by grid search.
+"""Tune the Reacher PD baseline's gains (rlpilot.envs.arm.controllers.ReacherPD) by grid search.
 
 Procedure (reproducible, no randomness beyond the env seeds): every (kp, kd) pair of the grid plays
 the same 100 episodes, seeds 0-99, through rlpilot's evaluation loop (the one ``rlpilot eval`` uses);
@@ -20,8 +20,8 @@ import torch
 
 from rlpilot.config import EnvConfig
 from rlpilot.control.evaluate import evaluate
-from rlpilot.controllers import ReacherPD
 from rlpilot.envs import make_env
+from rlpilot.envs.arm.controllers import ReacherPD
 
 KP = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 4.0)
 KD = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)

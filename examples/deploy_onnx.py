@@ -56,7 +56,7 @@ def main() -> None:
     session = onnxruntime.InferenceSession(args.model, providers=["CPUExecutionProvider"])
     spec = signature["env"]
     if spec["id"].startswith("rlpilot/"):  # rlpilot's own envs (the arm): numpy + gymnasium, no torch
-        from rlpilot.arm import register_envs
+        from rlpilot.envs.arm.env import register_envs
 
         register_envs()
     env = make(spec)

@@ -104,7 +104,7 @@ def preset_text(name: str) -> str:
 NAMESPACES = {
     "MinAtar": ("minatar.gym", "register_envs", "pixels"),
     # rlpilot/ReacherTrack-v0 (docs/robot-arm.md), rlpilot/SlowCartPole-v0 (docs/distributed.md)
-    "rlpilot": ("rlpilot.arm", "register_envs", "mujoco"),  # torch-free: `rlpilot presets` registers them
+    "rlpilot": ("rlpilot.envs.arm.env", "register_envs", "mujoco"),  # torch-free: `rlpilot presets` registers them
 }
 """gymnasium namespaces whose ids a package registers on import: (module, its register function, extra)."""
 

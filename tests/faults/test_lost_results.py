@@ -241,10 +241,10 @@ numbers = st.one_of(
 @settings(max_examples=80, deadline=None)
 @given(name=st.sampled_from(["payload", "friction", "damping", "gain", "obs_noise", "action_delay"]), spec=numbers)
 def test_arm_disturbances_are_finite_and_in_range_or_refused(name, spec):
-    from rlpilot.arm import LIMITS, _value
+    from rlpilot.envs.arm.disturbances import LIMITS, disturbance_range
 
     try:
-        low, high = _value(name, spec)
+        low, high = disturbance_range(name, spec)
     except ValueError as exc:
         assert name in str(exc)
         return

@@ -18,7 +18,7 @@ from tests.cli_runner import cli_env, run_cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from rlpilot.controllers import TrackPD  # noqa: E402
+from rlpilot.envs.arm.controllers import TrackPD  # noqa: E402
 from rlpilot.play.load import load_policy  # noqa: E402
 from rlpilot.runs import load_run  # noqa: E402
 
@@ -84,7 +84,8 @@ def test_a_pid_gain_schedule_exports_with_its_integral_as_state_and_plays_the_sa
     same way; examples/deploy_onnx.py feeds the state back, without torch. The policy schedules the PID's gains
     (env.residual_mode=gains): the artifact is the PID with kp and kd times 10 ** (scale * policy), checked
     against that formula computed here."""
-    from rlpilot.controllers import TrackPID, gain_multipliers
+    from rlpilot.envs.arm.controllers import TrackPID
+    from rlpilot.envs.residual import gain_multipliers
     from rlpilot.play.load import StatefulArtifact, load_artifact
 
     run_dir = tmp_path / "run"

@@ -150,7 +150,6 @@ def test_the_gate_reads_a_signal_the_users_controller_computes(capsys, tmp_path)
     controller, parity held), and refused in one line where it is the wrong shape or cannot be exported."""
     from tests.controller_fixture import PredictiveAxisPID
 
-    from rlpilot.controllers import residual_gate
     from rlpilot.envs import make_env
 
     predictive = "tests.controller_fixture:PredictiveAxisPID"
@@ -158,9 +157,9 @@ def test_the_gate_reads_a_signal_the_users_controller_computes(capsys, tmp_path)
     gated += ["env.residual_scale=1.0", "env.residual_gate=0.1"]
     env = make_env(load_config(algo="ppo", env_id=PLANT, overrides=gated).env, num_envs=2, seed=5)
     vector_env = env.base_env.vector_env
-    assert vector_env.gate_signal.__func__ is PredictiveAxisPID.gate_signal
+    assert vector_env.law.signal.__func__ is PredictiveAxisPID.gate_signal
     observation = torch.tensor([[0.05, 1.0, 0.0], [0.5, 0.0, 0.0]])  # signal 0.0 (inside), 0.5 (outside)
-    assert residual_gate(observation, 0.1, vector_env.gate_signal).flatten().tolist() == [0.0, 1.0]
+    assert vector_env.law.gate_weight(observation).flatten().tolist() == [0.0, 1.0]
     env.close()
 
     run = tmp_path / "gated"

@@ -13,9 +13,10 @@ import torch
 pytest.importorskip("mujoco")
 import gymnasium as gym  # noqa: E402
 
-from rlpilot.arm import NOMINAL, RANDOMIZE_RANGES, ReacherTrackEnv, register_envs  # noqa: E402
 from rlpilot.config import load_config  # noqa: E402
-from rlpilot.controllers import TrackPD, TrackPID  # noqa: E402
+from rlpilot.envs.arm.controllers import TrackPD, TrackPID  # noqa: E402
+from rlpilot.envs.arm.disturbances import NOMINAL, RANDOMIZE_RANGES  # noqa: E402
+from rlpilot.envs.arm.env import ReacherTrackEnv, register_envs  # noqa: E402
 
 register_envs()
 ENV_ID = "rlpilot/ReacherTrack-v0"
@@ -177,8 +178,8 @@ def test_residual_at_initialisation_is_the_base_controller(algo, mode):
 def test_a_gain_schedule_scales_kp_and_kd_and_is_the_pd_at_zero():
     """``env.residual_mode=gains``: the policy's 2 actions are decades of kp and kd; the env gets exactly the PD
     law with those gains (action 0: the PD itself), never an added torque."""
-    from rlpilot.controllers import gain_multipliers
     from rlpilot.envs import make_env
+    from rlpilot.envs.residual import gain_multipliers
 
     observation = torch.as_tensor(make().reset(seed=4)[0])[None].repeat(3, 1)
     actions = torch.tensor([[0.0, 0.0], [-1.0, 0.0], [0.5, -0.5]])
@@ -219,7 +220,7 @@ def test_check_shows_the_disturbances_and_the_base():
 def test_a_pid_base_exports_as_a_pure_function_of_observation_and_state():
     """The PID keeps an integral between steps: as a module it takes the integral in and gives the next one
     out, and stepping it that way is exactly the live controller, step after step."""
-    from rlpilot.controllers import ControllerModule, TrackPID, base_controller
+    from rlpilot.controllers import ControllerModule, base_controller
 
     module = ControllerModule(base_controller("pid", ENV_ID))
     assert module.stateful and module.state_size == 2
@@ -349,13 +350,15 @@ def test_residual_penalty_costs_the_squared_policy_action_and_nothing_else():
 def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelope():
     """env.residual_gate: below the gate the motors get the PD's action whatever the policy says; at twice the
     gate and above, the full schedule; the same in the env and in the exported controller."""
-    from rlpilot.controllers import ControllerModule, gain_multipliers, residual_gate
+    from rlpilot.controllers import ControllerModule
     from rlpilot.envs import make_env
+    from rlpilot.envs.residual import ResidualLaw, gain_multipliers
     from rlpilot.errors import UserError
     from rlpilot.play.export import DeployedPolicy
 
+    law = ResidualLaw(mode="gains", scale=1.0, gate=0.005)  # the signal: the arm's error monitor, the last float
     peaks = torch.tensor([[0.0], [0.004], [0.005], [0.0075], [0.01], [0.3]])
-    assert residual_gate(peaks, 0.005).flatten().tolist() == pytest.approx([0, 0, 0, 0.5, 1, 1])
+    assert law.gate_weight(peaks).flatten().tolist() == pytest.approx([0, 0, 0, 0.5, 1, 1])
     env_cfg = gain_schedule_env(residual_gate=0.005, kwargs={"obs_last_action": True, "obs_error_peak": 0.9})
     env = make_env(env_cfg, num_envs=1, seed=2)
     td = env.reset()
@@ -380,9 +383,7 @@ def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelo
         None,
         observations.shape[-1],
         base=ControllerModule(TrackPD()),
-        residual_scale=1.0,
-        residual_mode="gains",
-        residual_gate=0.005,
+        law=law,
         bounds=(-torch.ones(2), torch.ones(2)),
     )
     out = deployed(observations)

@@ -9,8 +9,9 @@ import torch
 
 from rlpilot.config import EnvConfig
 from rlpilot.control.evaluate import evaluate
-from rlpilot.controllers import LINK_1, LINK_2, ReacherPD, forward_kinematics, inverse_kinematics, wrap_angle
 from rlpilot.envs import make_env
+from rlpilot.envs.arm.controllers import ReacherPD, forward_kinematics, inverse_kinematics, wrap_angle
+from rlpilot.envs.arm.geometry import LINK_1, LINK_2
 
 
 def test_inverse_kinematics_recovers_the_joint_angles():

@@ -260,7 +260,7 @@ def check_env(
     }
     envs = getattr(getattr(getattr(base, "vector_env", None), "unwrapped", None), "envs", None)
     single = envs[0].unwrapped if envs else None  # a SyncVectorEnv's first env (numpy/native vector envs: none)
-    describe = getattr(single, "describe_dynamics", None)  # envs with settings worth reading (arm.py)
+    describe = getattr(single, "describe_dynamics", None)  # envs with settings worth reading (envs/arm/env.py)
     report.dynamics = list(describe()) if describe is not None else []
     if env_cfg.base_controller != "none" and env_cfg.residual_mode == "gains":
         report.dynamics.append(

@@ -138,7 +138,7 @@ class EnvConfig:
     base_controller: str = _check("none", controller=("none", "pd", "pid"))
     """Residual RL: a controller runs inside the env and the policy corrects it (``residual_mode``): ``pd`` /
     ``pid`` (the arm envs' inverse kinematics + PD with velocity feed-forward, + an anti-windup integral;
-    ``rlpilot.controllers``) or your own, ``package.module:Class``, a ``torch.nn.Module`` following
+    ``rlpilot.envs.arm.controllers``) or your own, ``package.module:Class``, a ``torch.nn.Module`` following
     ``rlpilot.controllers.Controller`` (docs/your-controller.md). The policy's last layer starts at zero, so
     training starts at the controller's score; ``rlpilot export`` writes controller + policy as one artifact.
     ``none``: off."""

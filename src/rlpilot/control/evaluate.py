@@ -16,7 +16,7 @@ from rlpilot.envs.make import observation_reader, to_numpy
 # env's step info. Reacher-v5 reports reward_dist = -|fingertip - target| (metres) every step.
 FINAL_STATE_MEASURES: dict[str, dict[str, Callable[[dict], np.ndarray]]] = {
     "Reacher-v5": {"final_distance": lambda info: -np.asarray(info["reward_dist"], dtype=np.float64)},
-    # rlpilot/ReacherTrack-v0 reports its episode's tracking statistics so far at every step (arm.py)
+    # rlpilot/ReacherTrack-v0 reports its episode's tracking statistics so far at every step (envs/arm/env.py)
     "rlpilot/ReacherTrack-v0": {
         "track_rmse": lambda info: np.asarray(info["track_rmse"], dtype=np.float64),
         "track_max": lambda info: np.asarray(info["track_max"], dtype=np.float64),

@@ -1,21 +1,18 @@
 """Environments: ``make`` (the factory: any gymnasium id or user class -> a batched, seeded TorchRL env with
 the right transforms; the memory estimate), ``gym_vector`` (the gymnasium vector env behind it), ``native``
-(tensor dynamics), ``pixels`` (image observations), ``residual`` (a base controller inside the vector env).
-The factory's public names are re-exported here: ``from rlpilot.envs import make_env``.
+(tensor dynamics), ``pixels`` (image observations), ``residual`` (a base controller inside the vector env, and
+the law by which a residual policy's action enters it), ``slow`` (a slow CartPole for distributed tests),
+``arm/`` (the robot arm: its env, disturbances and controllers).
+
+The factory's public names are re-exported here, loaded when first used (``from rlpilot.envs import make_env``):
+importing a module of this package (the arm's env, registered torch-free) does not import torch or TorchRL.
 """
 
-from rlpilot.envs.make import (
-    check_memory,
-    make_env,
-    make_vector_env,
-    memory_estimate,
-    obs_norm_state,
-    observation_reader,
-    single_observation_space,
-    to_numpy,
-)
+from __future__ import annotations
 
-__all__ = [
+from typing import Any
+
+_FACTORY = (
     "check_memory",
     "make_env",
     "make_vector_env",
@@ -24,4 +21,14 @@ __all__ = [
     "observation_reader",
     "single_observation_space",
     "to_numpy",
-]
+)
+
+__all__ = list(_FACTORY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FACTORY:
+        from rlpilot.envs import make
+
+        return getattr(make, name)
+    raise AttributeError(f"module 'rlpilot.envs' has no attribute {name!r}")

@@ -110,8 +110,8 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
 def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) -> gym.vector.VectorEnv:
     """``env.base_controller`` inside the vector env (residual RL), the controller checked against the env's
     spaces first (one line, the env closed, where it does not fit)."""
-    from rlpilot.controllers import base_controller, check_controller, check_gate_signal, is_user_controller
-    from rlpilot.envs.residual import ResidualVectorEnv
+    from rlpilot.controllers import base_controller, check_controller
+    from rlpilot.envs.residual import ResidualLaw, ResidualVectorEnv
 
     try:
         if problem := env_cfg.gate_problem():
@@ -124,30 +124,8 @@ def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) ->
             vector_env.single_action_space,
             gains=env_cfg.residual_mode == "gains",
         )
-        gate_index = env_cfg.residual_gate_index
-        if env_cfg.residual_gate and gate_index is None and is_user_controller(env_cfg.base_controller):
-            if not callable(getattr(controller, "gate_signal", None)):
-                raise UserError(
-                    f"env.residual_gate reads an error signal: name its observation entry with "
-                    f"env.residual_gate_index=I, or give controller '{env_cfg.base_controller}' a "
-                    "gate_signal(observation) method returning one number per row (docs/your-controller.md)"
-                )
-            check_gate_signal(controller, env_cfg.base_controller, vector_env.single_observation_space)
-        width = int(np.prod(vector_env.single_observation_space.shape))
-        if env_cfg.residual_gate and gate_index is not None and not -width <= gate_index < width:
-            raise UserError(
-                f"env.residual_gate_index={gate_index}: the observation has {width} entries (0 to {width - 1}, or "
-                "negative from the end)"
-            )
-        return ResidualVectorEnv(
-            vector_env,
-            controller,
-            env_cfg.residual_scale,
-            env_cfg.residual_mode,
-            env_cfg.residual_penalty,
-            env_cfg.residual_gate,
-            gate_index,
-        )
+        law = ResidualLaw.from_config(env_cfg, controller, vector_env.single_observation_space)
+        return ResidualVectorEnv(vector_env, controller, law)
     except UserError:
         vector_env.close()
         raise

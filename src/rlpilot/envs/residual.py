@@ -13,42 +13,162 @@ a new episode. ``penalty`` (``env.residual_penalty``) subtracts ``penalty * |act
 ``gate_index`` where given, else the controller's ``gate_signal(observation)`` where it has one, else the arm's
 error monitor. Any controller of the protocol in
 :mod:`rlpilot.controllers` works here, on any env with Box observations and actions.
+
+:class:`ResidualLaw` is that formula as one value, read from the config once: the residual vector env applies
+it in training and evaluation, and the exported artifact (:class:`rlpilot.play.export.DeployedPolicy`) traces
+the same object.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from rlpilot.controllers import RESIDUAL_MODES, apply_controller, gate_signal, residual_terms
+from rlpilot.config.schema import EnvConfig
+from rlpilot.controllers import apply_controller, check_gate_signal, is_user_controller
+from rlpilot.envs.arm.controllers import ARM_ERROR_MONITOR
 from rlpilot.errors import UserError
+
+RESIDUAL_FORMULAS = {
+    "add": "clip(base(observation) + residual_scale * policy(observation))",
+    "gains": "the base controller with its gain_names times 10 ** (residual_scale * policy(observation))",
+}
+RESIDUAL_MODES = tuple(RESIDUAL_FORMULAS)
+"""How a residual policy's action enters the base controller (``env.residual_mode``): ``add``: added to its
+output, ``clip(base(obs) + scale * action)``; ``gains``: its ``gain_names`` (the arm's kp and kd) multiplied by
+``10 ** (scale * action)`` (``scale`` in decades, one action per gain), a gain schedule. Both are the base
+controller exactly at action 0."""
+
+GateSignal = int | Callable[[torch.Tensor], torch.Tensor]
+"""Where ``env.residual_gate`` reads its error signal: an observation entry (``env.residual_gate_index``) or a
+function of the observation batch returning one number per row (the base controller's ``gate_signal``)."""
+
+
+def gain_multipliers(action: torch.Tensor, decades: float) -> torch.Tensor:
+    """``10 ** (decades * action)``, per env and gain: exactly 1 where the action is 0."""
+    return torch.exp(action * (decades * math.log(10.0)))
+
+
+def gate_signal(controller, index: int | None) -> GateSignal:
+    """The gate's error signal for a run: ``env.residual_gate_index`` where set, else the controller's own
+    ``gate_signal(observation)`` method where it has one (a user's plant: the signal their controller computes,
+    e.g. a filtered error), else the arm's error monitor (the observation's last float)."""
+    if index is not None:
+        return int(index)
+    method = getattr(controller, "gate_signal", None)
+    return method if callable(method) else ARM_ERROR_MONITOR
+
+
+@dataclass(frozen=True)
+class ResidualLaw:
+    """How a residual policy's action enters the base controller: ``env.residual_mode``, ``residual_scale``,
+    ``residual_gate`` and the gate's error signal, read once from the config (:meth:`from_config`). One value
+    for both users: the residual vector env (training, evaluation) and the exported artifact, which traces
+    :meth:`terms` (torch operations only: torch.export, ONNX and TorchScript take it as it is).
+    ``penalty`` is the env's alone (a reward term, nothing the artifact computes)."""
+
+    mode: str = "add"
+    """``env.residual_mode``: ``add`` or ``gains`` (:data:`RESIDUAL_MODES`)."""
+    scale: float = 1.0
+    """``env.residual_scale``: action units added per policy action (``add``), decades per action (``gains``)."""
+    gate: float = 0.0
+    """``env.residual_gate``: the error signal's level below which the base controller acts alone (0: no gate)."""
+    signal: GateSignal = ARM_ERROR_MONITOR
+    """The gate's error signal (:func:`gate_signal`): an observation entry, or the controller's ``gate_signal``."""
+    penalty: float = 0.0
+    """``env.residual_penalty``: the reward's cost per squared policy action (the env's; not in the artifact)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in RESIDUAL_MODES:
+            raise UserError(f"env.residual_mode: one of {', '.join(RESIDUAL_MODES)}, got {self.mode!r}")
+
+    @classmethod
+    def from_config(cls, env_cfg: EnvConfig, controller, observation_space: gym.Space) -> ResidualLaw:
+        """The law of ``env_cfg``'s five residual fields for ``controller`` on an env with ``observation_space``;
+        one line where the gate has no signal to read (a user's controller with neither
+        ``env.residual_gate_index`` nor a ``gate_signal`` method, a ``gate_signal`` of the wrong shape, an
+        entry outside the observation)."""
+        index = env_cfg.residual_gate_index
+        if env_cfg.residual_gate and index is None and is_user_controller(env_cfg.base_controller):
+            if not callable(getattr(controller, "gate_signal", None)):
+                raise UserError(
+                    f"env.residual_gate reads an error signal: name its observation entry with "
+                    f"env.residual_gate_index=I, or give controller '{env_cfg.base_controller}' a "
+                    "gate_signal(observation) method returning one number per row (docs/your-controller.md)"
+                )
+            check_gate_signal(controller, env_cfg.base_controller, observation_space)
+        width = int(np.prod(observation_space.shape))
+        if env_cfg.residual_gate and index is not None and not -width <= index < width:
+            raise UserError(
+                f"env.residual_gate_index={index}: the observation has {width} entries (0 to {width - 1}, or "
+                "negative from the end)"
+            )
+        return cls(
+            mode=env_cfg.residual_mode,
+            scale=float(env_cfg.residual_scale),
+            gate=float(env_cfg.residual_gate),
+            signal=gate_signal(controller, index),
+            penalty=float(env_cfg.residual_penalty),
+        )
+
+    @property
+    def gate_reads_controller(self) -> bool:
+        """The gate reads the controller's ``gate_signal``: the artifact must trace it too."""
+        return bool(self.gate) and callable(self.signal)
+
+    def read_signal(self, observation: torch.Tensor) -> torch.Tensor:
+        """The error signal, ``[batch]``: an observation entry, or the controller's output flattened to one per row."""
+        if callable(self.signal):
+            return self.signal(observation).reshape(observation.shape[0])
+        return observation[:, self.signal]
+
+    def gate_weight(self, observation: torch.Tensor) -> torch.Tensor:
+        """How much of the residual acts, from the error signal: 0 while ``|signal|`` is under ``gate``, rising
+        linearly to 1 at twice that. One column per env."""
+        return torch.clamp(self.read_signal(observation).abs().unsqueeze(-1) / self.gate - 1.0, 0.0, 1.0)
+
+    def terms(
+        self, action: torch.Tensor, observation: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | float]:
+        """How the policy's ``action`` enters the base controller: ``(gains, added)``, the env receiving
+        ``clip(base(observation, gains) + added)``. ``add``: no gains, ``scale * action`` added; ``gains``: the
+        multipliers of the controller's gains (:func:`gain_multipliers`), nothing added. ``gate`` > 0: the
+        action times :meth:`gate_weight` of the raw ``observation`` first (below the gate: the base controller
+        exactly)."""
+        if self.gate > 0:
+            action = action * self.gate_weight(observation)
+        if self.mode == "gains":
+            return gain_multipliers(action, self.scale), 0.0
+        return None, self.scale * action
+
+    def describe(self) -> str:
+        """The formula in words, for an artifact's signature."""
+        text = RESIDUAL_FORMULAS[self.mode]
+        if self.gate:
+            read = "base.gate_signal(observation)" if callable(self.signal) else f"observation[{self.signal}]"
+            text += (
+                f", policy(observation) first times clamp(|{read}| / {self.gate:g} - 1, 0, 1) "
+                "(residual_gate: the error signal)"
+            )
+        return text
 
 
 class ResidualVectorEnv(gym.vector.VectorWrapper):
-    def __init__(
-        self,
-        env: gym.vector.VectorEnv,
-        controller,
-        scale: float,
-        mode: str = "add",
-        penalty: float = 0.0,
-        gate: float = 0.0,
-        gate_index: int | None = None,
-    ):
+    def __init__(self, env: gym.vector.VectorEnv, controller, law: ResidualLaw):
         super().__init__(env)
         space = env.single_action_space
         if not isinstance(space, gym.spaces.Box):
             raise UserError("env.base_controller: residual RL needs continuous (Box) actions")
-        if mode not in RESIDUAL_MODES:
-            raise UserError(f"env.residual_mode: one of {', '.join(RESIDUAL_MODES)}, got {mode!r}")
-        if mode == "gains":  # one action per scheduled gain, in decades / residual_scale
+        if law.mode == "gains":  # one action per scheduled gain, in decades / residual_scale
             gains = len(getattr(controller, "gain_names", ()))
             self.single_action_space = gym.spaces.Box(-1.0, 1.0, (gains,), np.float32)
             self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
-        self.controller, self.scale, self.mode, self.penalty = controller, float(scale), mode, float(penalty)
-        self.gate = float(gate)
-        self.gate_signal = gate_signal(controller, gate_index)
+        self.controller, self.law = controller, law
         self.low, self.high = env.action_space.low, env.action_space.high
         self._observation: np.ndarray | None = None
 
@@ -68,11 +188,11 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         observation = torch.as_tensor(self._observation, dtype=torch.float32)
         action = torch.as_tensor(np.asarray(actions), dtype=torch.float32)
         with torch.no_grad():  # the base for the whole batch, from the observations the policy acted on
-            gains, added = residual_terms(action, self.scale, self.mode, observation, self.gate, self.gate_signal)
+            gains, added = self.law.terms(action, observation)
             base = apply_controller(self.controller, observation, gains)
             total = np.clip((base + added).numpy(), self.low, self.high)
         observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
         self._observation = np.array(observation, copy=True)
-        if self.penalty:  # straying from the base controller costs (env.residual_penalty)
-            reward = reward - self.penalty * np.square(np.asarray(actions, dtype=np.float64)).sum(axis=-1)
+        if self.law.penalty:  # straying from the base controller costs (env.residual_penalty)
+            reward = reward - self.law.penalty * np.square(np.asarray(actions, dtype=np.float64)).sum(axis=-1)
         return observation, reward, terminated, truncated, info

@@ -3,7 +3,7 @@
 A stand-in for a simulator that costs milliseconds a step (finer physics, a production cell, hardware in
 the loop): ``step_ms`` of :func:`time.sleep` per step, so collection on many actors (``collect.workers``,
 docs/distributed.md) can be measured on a machine with fewer cores than actors. The dynamics, spaces and
-time limit are gymnasium's CartPole-v1 (registered by :func:`rlpilot.arm.register_envs`, torch-free).
+time limit are gymnasium's CartPole-v1 (registered by :func:`rlpilot.envs.arm.env.register_envs`, torch-free).
 """
 
 from __future__ import annotations

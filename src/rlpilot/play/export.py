@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlpilot.controllers import ARM_ERROR_MONITOR, RESIDUAL_FORMULAS, gate_signal, residual_terms
 from rlpilot.envs.make import observation_reader, to_numpy
+from rlpilot.envs.residual import ResidualLaw
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
 from rlpilot.play.write import FORMATS, PARITY_OBSERVATIONS, ExportResult, export_folder, write_checked
@@ -34,8 +34,9 @@ BASE_TOLERANCE = 1e-4
 
 class DeployedPolicy(nn.Module):
     """Raw observation -> env action: the run's normalisation, then its greedy module; for residual RL
-    (``env.base_controller``), the base controller's action plus ``residual_scale`` times that, clipped to
-    the action box: the whole controller in one artifact. A stateful base (the PID's integral) makes it
+    (``env.base_controller``), the base controller's action with that entering it by the run's ``law``
+    (:class:`rlpilot.envs.residual.ResidualLaw`, the same value the run's env applied), clipped to the action
+    box: the whole controller in one artifact. A stateful base (the PID's integral) makes it
     ``(observation, state) -> (action, next state)``: the state is an input and an output of the artifact,
     zeros at the start of an episode (``state_size`` numbers per row)."""
 
@@ -46,10 +47,7 @@ class DeployedPolicy(nn.Module):
         obs_dim: int,
         *,
         base: nn.Module | None = None,
-        residual_scale: float = 1.0,
-        residual_mode: str = "add",
-        residual_gate: float = 0.0,
-        residual_gate_index: int | None = None,
+        law: ResidualLaw | None = None,
         bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
     ):
         super().__init__()
@@ -60,11 +58,9 @@ class DeployedPolicy(nn.Module):
         self.register_buffer("scale", scale.detach().clone().float())
         self.base = base
         self.state_size = int(getattr(base, "state_size", 0))
-        self.residual_scale = float(residual_scale)
-        self.residual_mode = residual_mode
-        self.residual_gate = float(residual_gate)
-        # an observation entry, or the base controller's gate_signal (traced into the artifact with it)
-        self.gate_signal = gate_signal(getattr(base, "controller", None), residual_gate_index)
+        # a plain value (no parameters, no buffers), traced inline; its gate signal (an observation entry, or
+        # the base controller's gate_signal) goes into the artifact with the base
+        self.law = law if law is not None else ResidualLaw()
         low, high = bounds if bounds is not None else (torch.zeros(0), torch.zeros(0))
         self.register_buffer("low", torch.as_tensor(low).detach().clone().float())
         self.register_buffer("high", torch.as_tensor(high).detach().clone().float())
@@ -73,9 +69,7 @@ class DeployedPolicy(nn.Module):
         action = self.greedy((observation - self.loc) / self.scale)
         if self.base is None:
             return action
-        gains, added = residual_terms(
-            action, self.residual_scale, self.residual_mode, observation, self.residual_gate, self.gate_signal
-        )
+        gains, added = self.law.terms(action, observation)
         if not self.state_size:
             return self._clip(self.base(observation, None, gains) + added)
         base_action, next_state = self.base(observation, state, gains)
@@ -155,16 +149,15 @@ def export_run(
     action_spec = probe_env.full_action_spec_unbatched["action"]
     env_box = None
     base = None
+    law = None
     if config.env.base_controller != "none":  # residual RL: the base controller goes into the artifact too
         from rlpilot.controllers import ControllerModule, exportable
 
         residual_env = probe_env.base_env.vector_env
         env_box = residual_env.env.single_action_space  # the env's actions (a gain schedule's policy acts on gains)
-        controller = residual_env.controller
-        gains = len(controller.gain_names) if config.env.residual_mode == "gains" else 0
-        signal = gate_signal(controller, config.env.residual_gate_index)
-        reads_signal = bool(config.env.residual_gate) and callable(signal)
-        exportable(controller, config.env.base_controller, obs_dim, gains, gate_signal=reads_signal)
+        controller, law = residual_env.controller, residual_env.law  # the law the env built from the config
+        gains = len(controller.gain_names) if law.mode == "gains" else 0
+        exportable(controller, config.env.base_controller, obs_dim, gains, gate_signal=law.gate_reads_controller)
         base = ControllerModule(controller)
     probe_env.close()
     module = DeployedPolicy(
@@ -172,19 +165,14 @@ def export_run(
         policy.obs_norm,
         obs_dim,
         base=base,
-        residual_scale=config.env.residual_scale,
-        residual_mode=config.env.residual_mode,
-        residual_gate=config.env.residual_gate,
-        residual_gate_index=config.env.residual_gate_index,
+        law=law,
         bounds=(torch.as_tensor(env_box.low), torch.as_tensor(env_box.high)) if base is not None else None,
     ).eval()
     observations = parity_observations(policy, PARITY_OBSERVATIONS, seed)
     inputs = (observations,)
     if module.state_size:
         inputs = (observations, rollout_states(module, observations, PARITY_ENVS))
-    signature = _signature(
-        fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size, env_box, module.gate_signal
-    )
+    signature = _signature(fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size, env_box, law)
     tolerance = CONTINUOUS_TOLERANCE if base is None else BASE_TOLERANCE
     return write_checked(module, inputs, fmt, out_dir, signature, tolerance, force=force)
 
@@ -198,7 +186,7 @@ def _signature(
     policy: LoadedPolicy,
     state_size: int = 0,
     env_box=None,
-    gate_read_by=ARM_ERROR_MONITOR,
+    law: ResidualLaw | None = None,
 ) -> dict:
     from torchrl.data import Categorical, OneHot
 
@@ -246,7 +234,6 @@ def _signature(
         }
     ]
     outputs = [output]
-    gate_read = "base.gate_signal(observation)" if callable(gate_read_by) else f"observation[{gate_read_by}]"
     if state_size:
         state = {"name": "state", "shape": ["batch", state_size], "dtype": "float32"}
         inputs.append(
@@ -273,16 +260,9 @@ def _signature(
                 "residual_mode": config.env.residual_mode,
                 "residual_gate": config.env.residual_gate,
                 "residual_gate_index": config.env.residual_gate_index,
-                "note": f"the action is {RESIDUAL_FORMULAS[config.env.residual_mode]}"
-                + (
-                    f", policy(observation) first times clamp(|{gate_read}| / "
-                    f"{config.env.residual_gate:g} - 1, 0, 1) (residual_gate: the error signal)"
-                    if config.env.residual_gate
-                    else ""
-                )
-                + ": the whole controller; play it on the plain env",
+                "note": f"the action is {law.describe()}: the whole controller; play it on the plain env",
             }
-            if config.env.base_controller != "none"
+            if law is not None
             else None
         ),
         "env": {

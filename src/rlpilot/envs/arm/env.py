@@ -18,17 +18,10 @@ The arm is Reacher-v5's model (two links, 0.1 m and 0.11 m to the fingertip, tor
   ``track_rmse``, ``track_max``, ``effort`` (mean |a|^2 of the actions the motors got), ``smoothness``
   (mean |a_t - a_{t-1}|^2); ``reward_dist`` (-tracking_error) as Reacher-v5.
 
-**Disturbances** (keyword arguments), each a number (fixed for every episode) or ``[low, high]`` (drawn
-uniformly at every reset), applied through the MuJoCo model at reset:
-
-| kwarg | what it changes | nominal |
-|---|---|---|
-| ``payload`` | kg added to the fingertip body (a point mass 0.21 m from the shoulder at full reach) | 0 |
-| ``friction`` | Coulomb friction (``dof_frictionloss``) of both arm joints, N·m | 0 |
-| ``damping`` | viscous damping (``dof_damping``) of both arm joints, N·m·s/rad | 1.0 |
-| ``gain`` | actuator strength: ``actuator_gear`` scaled by this factor (motor not as on the datasheet) | 1.0 |
-| ``obs_noise`` | std of Gaussian noise on measured joint angles (rad) and velocities (rad/s) | 0 |
-| ``action_delay`` | steps between the action and its effect (an integer, 0 or more) | 0 |
+**Disturbances** (keyword arguments ``payload``, ``friction``, ``damping``, ``gain``, ``obs_noise``,
+``action_delay``, ``randomize``, ``randomize_prob``; :mod:`rlpilot.envs.arm.disturbances` lists them), each a
+number (fixed for every episode) or ``[low, high]`` (drawn at every reset), applied through the MuJoCo model at
+reset.
 
 ``obs_last_action=True`` appends the last action the motors were sent (2 floats: 14 in all), which makes the
 state Markov under a one-step delay (the classical controllers read only the first 12). ``obs_history=k``
@@ -38,14 +31,10 @@ late (a one-step delay is otherwise invisible in a single observation). ``obs_er
 0, the default: off) appends one float, a peak-hold of the measured tracking error: ``max(d * previous,
 |fingertip - reference|)`` (m; 0 before the episode's first observation): how far the arm has strayed lately,
 as an operator's error monitor shows it. An oscillating loop (kp too high for a delayed actuator) stays
-visible in it while the error itself swings back through zero.
+visible in it while the error itself swings back through zero. Being last, its column is
+:data:`rlpilot.envs.arm.controllers.ARM_ERROR_MONITOR` (what ``env.residual_gate`` reads on the arm).
 
-``randomize`` names disturbances to draw from :data:`RANDOMIZE_RANGES` where no value is given:
-``"all"``, or a list such as ``["payload", "friction"]`` (training under randomised dynamics).
-``randomize_prob=p`` (default 1) makes each of them present at a reset with probability p only (nominal
-otherwise, independently): with "all" and p = 0.5 the nominal arm comes up at about 1 reset in 32 (a present
-delay still draws 0 or 1 step) and each disturbance alone about as often, where p = 1 (every disturbance drawn
-at once) practically never trains on the nominal arm.
+numpy and gymnasium only (no torch): a deployed artifact can run on it without torch.
 """
 
 from __future__ import annotations
@@ -58,46 +47,11 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.mujoco.reacher_v5 import ReacherEnv
 
-LINK_1, LINK_2 = 0.1, 0.11
-REACH = (0.04, 0.19)  # the reference stays this far from the shoulder (m): inside |l1 - l2| .. l1 + l2
+from rlpilot.envs.arm.disturbances import DisturbanceSpec
+from rlpilot.envs.arm.geometry import REACH, joint_angles, tip_position
+
 TRAJECTORIES = ("circle", "figure8", "p2p")
-NOMINAL = {"payload": 0.0, "friction": 0.0, "damping": 1.0, "gain": 1.0, "obs_noise": 0.0, "action_delay": 0}
-# Ranges for `randomize` and the "disturbed" evaluation conditions' scale: each about what moves a fixed-gain
-# PD's tracking error visibly on this arm (benchmarks/robot_arm_track.py reports what they do).
-RANDOMIZE_RANGES: dict[str, tuple[float, float]] = {
-    "payload": (0.0, 4.0),
-    "friction": (0.0, 8.0),
-    "damping": (0.5, 3.0),
-    "gain": (0.6, 1.4),
-    "obs_noise": (0.0, 0.01),
-    "action_delay": (0, 1),
-}
 EPISODE_STEPS = 200
-# The largest value each disturbance may take: ten times the top of its randomisation range (a stress test
-# still fits), a bound that keeps MuJoCo's integration finite (gain inf or a NaN payload gave NaN states).
-LIMITS = {"payload": 40.0, "friction": 80.0, "damping": 30.0, "gain": 14.0, "obs_noise": 0.1, "action_delay": 10}
-
-
-def _value(name: str, spec: Any) -> tuple[float, float]:
-    """(low, high) for a disturbance given as a number or [low, high]; a clear error otherwise."""
-    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-        low = high = float(spec)
-    elif isinstance(spec, (list, tuple)) and len(spec) == 2 and all(isinstance(v, (int, float)) for v in spec):
-        low, high = float(spec[0]), float(spec[1])
-    else:
-        raise ValueError(f"{name}: give a number or [low, high], got {spec!r}")
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise ValueError(f"{name}: a finite number, got {spec!r}")
-    if low > high:
-        raise ValueError(f"{name}: low {low} is above high {high}")
-    floor = 0.0 if name != "gain" else 1e-3
-    if low < floor:
-        raise ValueError(f"{name}: must be >= {floor:g} (got {low})")
-    if high > LIMITS[name]:
-        raise ValueError(f"{name}: at most {LIMITS[name]:g} (got {high:g})")
-    if name == "action_delay" and not (low.is_integer() and high.is_integer()):
-        raise ValueError(f"action_delay: a whole number of steps, got {spec!r}")
-    return low, high
 
 
 class ReacherTrackEnv(ReacherEnv):
@@ -130,28 +84,7 @@ class ReacherTrackEnv(ReacherEnv):
             "obs_noise": obs_noise,
             "action_delay": action_delay,
         }
-        if randomize in (None, "", "none"):
-            randomized: list[str] = []
-        elif randomize == "all":
-            randomized = list(RANDOMIZE_RANGES)
-        elif isinstance(randomize, (list, tuple)) and all(name in RANDOMIZE_RANGES for name in randomize):
-            randomized = list(randomize)
-        else:
-            raise ValueError(f"randomize: 'all' or a list of {', '.join(RANDOMIZE_RANGES)}, got {randomize!r}")
-        if (
-            isinstance(randomize_prob, bool)
-            or not isinstance(randomize_prob, (int, float))
-            or not 0 < randomize_prob <= 1
-        ):
-            raise ValueError(f"randomize_prob: a probability in (0, 1] (1: always drawn), got {randomize_prob!r}")
-        self.randomize_prob = float(randomize_prob)
-        # the disturbances that randomize_prob < 1 may leave nominal at a reset (those drawn from RANDOMIZE_RANGES)
-        self._optional = [name for name in randomized if given[name] is None]
-        self.disturbance_ranges = {}
-        for name, spec in given.items():
-            if spec is None:
-                spec = list(RANDOMIZE_RANGES[name]) if name in randomized else NOMINAL[name]
-            self.disturbance_ranges[name] = _value(name, spec)
+        self.disturbance_spec = DisturbanceSpec.from_kwargs(given, randomize, randomize_prob)
         self.trajectory = trajectory
         self.obs_last_action = bool(obs_last_action)
         if not isinstance(obs_history, int) or isinstance(obs_history, bool) or obs_history < 0:
@@ -177,7 +110,7 @@ class ReacherTrackEnv(ReacherEnv):
         self.effort_weight = float(effort_weight)
         self.episode_steps = EPISODE_STEPS
         # the episode's state (reset_model fills it), set before MujocoEnv's constructor may read it
-        self.disturbances = {name: low for name, (low, _) in self.disturbance_ranges.items()}
+        self.disturbances = {name: low for name, (low, _) in self.disturbance_spec.ranges.items()}
         self._path: dict[str, Any] = {}
         self._t = 0
         self._now = (np.zeros(2), np.zeros(2))  # reference position and velocity at step _t
@@ -198,20 +131,7 @@ class ReacherTrackEnv(ReacherEnv):
 
     # -- the model under the episode's disturbances ------------------------------------------------------
     def _apply_disturbances(self) -> None:
-        rng = self.np_random
-        drawn = {}
-        # randomize_prob < 1: each randomised disturbance is present with that probability, nominal otherwise,
-        # so the nominal arm and each disturbance alone are seen in training (p = 1 draws no extra numbers)
-        absent = (
-            [name for name in self._optional if rng.random() >= self.randomize_prob] if self.randomize_prob < 1 else []
-        )
-        for name, (low, high) in self.disturbance_ranges.items():
-            if name in absent:
-                drawn[name] = NOMINAL[name]
-            elif name == "action_delay":
-                drawn[name] = int(rng.integers(int(low), int(high) + 1))
-            else:
-                drawn[name] = float(rng.uniform(low, high)) if high > low else low
+        drawn = self.disturbance_spec.draw(self.np_random)
         model = self.model
         model.body_mass[self._fingertip] = self._nominal_model["mass"] + drawn["payload"]
         model.dof_frictionloss[:2] = drawn["friction"]
@@ -221,22 +141,8 @@ class ReacherTrackEnv(ReacherEnv):
 
     def describe_dynamics(self) -> list[str]:
         """Lines for ``rlpilot check``: each disturbance, fixed or drawn per episode, and the reference."""
-        units = {
-            "payload": "kg at the fingertip",
-            "friction": "N·m Coulomb friction per joint",
-            "damping": "N·m·s/rad viscous damping per joint",
-            "gain": "x actuator strength (gear 200)",
-            "obs_noise": "rad (rad/s) std of measurement noise",
-            "action_delay": "step(s) of action delay",
-        }
-        lines = [f"reference: {self.trajectory} (circle, figure8, p2p or mixed), 4 s; gravity in the arm's plane"]
-        for name, (low, high) in self.disturbance_ranges.items():
-            value = f"{low:g}" if low == high else f"[{low:g}, {high:g}]"
-            note = " (drawn at each reset)" if low != high else " (nominal)" if low == NOMINAL[name] else ""
-            if low != high and name in self._optional and self.randomize_prob < 1:
-                note = f" (drawn at {self.randomize_prob:g} of resets, nominal otherwise)"
-            lines.append(f"{name:<13} {value} {units[name]}{note}")
-        return lines
+        reference = f"reference: {self.trajectory} (circle, figure8, p2p or mixed), 4 s; gravity in the arm's plane"
+        return [reference, *self.disturbance_spec.describe()]
 
     # -- the reference ------------------------------------------------------------------------------------
     def _draw_path(self) -> dict[str, Any]:
@@ -302,7 +208,7 @@ class ReacherTrackEnv(ReacherEnv):
         self._history.extend([np.zeros(4)] * self.obs_history)
         self._error_peak = 0.0
         reference = self._now[0]
-        q1, q2 = _inverse_kinematics(reference)  # start on the path (a tracking task, not a reach)
+        q1, q2 = joint_angles(reference)  # start on the path (a tracking task, not a reach)
         qpos = self.init_qpos.copy()
         qpos[:2] = np.array([q1, q2]) + self.np_random.uniform(-0.05, 0.05, size=2)
         qpos[2:] = reference
@@ -356,7 +262,7 @@ class ReacherTrackEnv(ReacherEnv):
             q += self.np_random.normal(0.0, noise, size=2)
             dq += self.np_random.normal(0.0, noise, size=2)
         reference, velocity = self._now
-        tip = _forward_kinematics(q)
+        tip = tip_position(q)
         parts = [np.cos(q), np.sin(q), dq, reference, velocity, tip - reference]
         if self.obs_last_action:  # the motors' last command: Markov under a one-step delay
             last = np.zeros(2) if self._previous_action is None else self._previous_action
@@ -368,23 +274,6 @@ class ReacherTrackEnv(ReacherEnv):
             self._error_peak = max(self.obs_error_peak * self._error_peak, float(np.linalg.norm(tip - reference)))
             parts.append(np.array([self._error_peak]))
         return np.concatenate(parts).astype(np.float32)
-
-
-def _forward_kinematics(q: np.ndarray) -> np.ndarray:
-    return np.array(
-        [
-            LINK_1 * math.cos(q[0]) + LINK_2 * math.cos(q[0] + q[1]),
-            LINK_1 * math.sin(q[0]) + LINK_2 * math.sin(q[0] + q[1]),
-        ]
-    )
-
-
-def _inverse_kinematics(point: np.ndarray) -> tuple[float, float]:
-    x, y = float(point[0]), float(point[1])
-    cos_q2 = np.clip((x * x + y * y - LINK_1**2 - LINK_2**2) / (2 * LINK_1 * LINK_2), -1.0, 1.0)
-    q2 = math.acos(cos_q2)
-    q1 = math.atan2(y, x) - math.atan2(LINK_2 * math.sin(q2), LINK_1 + LINK_2 * math.cos(q2))
-    return q1, q2
 
 
 def register_envs() -> None:
@@ -403,6 +292,6 @@ def register_envs() -> None:
     if "rlpilot/ReacherTrack-v0" not in gym.registry:
         gym.register(
             "rlpilot/ReacherTrack-v0",
-            entry_point="rlpilot.arm:ReacherTrackEnv",
+            entry_point="rlpilot.envs.arm.env:ReacherTrackEnv",
             max_episode_steps=EPISODE_STEPS,
         )

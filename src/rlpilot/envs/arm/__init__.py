@@ -1,0 +1,15 @@
+"""The robot arm (docs/robot-arm.md) in one place: ``rlpilot/ReacherTrack-v0`` and the classical controllers
+an RL policy is measured against and built on.
+
+- ``env``: ``ReacherTrackEnv`` (the MuJoCo arm tracking a moving reference) and ``register_envs`` (rlpilot's
+  gymnasium ids); numpy and gymnasium only.
+- ``disturbances``: what payload, friction, damping, gain, noise and delay may be, how a value is read, what a
+  reset draws (``DisturbanceSpec``); numpy only.
+- ``geometry``: link lengths, reach, the numpy kinematics the env measures with.
+- ``controllers``: the ``pd`` / ``pid`` controllers (``ReacherPD``, ``TrackPD``, ``TrackPID``), their gains,
+  the batched torch kinematics, ``ARM_ERROR_MONITOR`` (the observation column ``env.residual_gate`` reads);
+  torch, never MuJoCo.
+
+This file imports nothing: the controllers load without the simulator, and the env without torch. How a
+residual policy's action enters a controller (the arm's or a user's) is :mod:`rlpilot.envs.residual`.
+"""
