@@ -173,6 +173,10 @@ def test_the_gate_reads_a_signal_the_users_controller_computes(capsys, tmp_path)
     assert signature["parity"]["max_abs_diff"] <= 1e-4
     assert_plays_like_the_run(capsys, run, run / "export" / "policy.pt2")
 
+    from rlpilot.check.env import check_env
+
+    report = check_env(load_config(algo="ppo", env_id=PLANT, overrides=gated).env, episodes=2, progress=None)
+    assert any(f"|{predictive}.gate_signal(observation)| reads above 0.1" in line for line in report.dynamics)
     wide = [*sets, "--set", "env.base_controller=tests.controller_fixture:WideGateSignal"]
     assert "one number per row" in one_line_error(
         capsys, "train", "ppo", PLANT, *wide, *TINY, "--run-dir", tmp_path / "w"

@@ -273,15 +273,16 @@ def check_env(
             f"times {env_cfg.residual_scale:g}, is the correction (clipped to the action box)"
         )
     if env_cfg.base_controller != "none" and env_cfg.residual_gate:
+        law = getattr(getattr(base, "vector_env", None), "law", None)
+        gate, fully = f"{env_cfg.residual_gate:g}", f"{2 * env_cfg.residual_gate:g}"
+        if law is not None and law.gate_reads_controller:
+            where = f"|{env_cfg.base_controller}.gate_signal(observation)| reads above {gate} (fully from {fully})"
+        elif env_cfg.residual_gate_index is None:
+            where = f"the error monitor reads above {gate} m (fully from {fully} m)"
+        else:
+            where = f"|observation[{env_cfg.residual_gate_index}]| reads above {gate} (fully from {fully})"
         report.dynamics.append(
-            (
-                f"residual gate: the policy acts only where the error monitor reads above {env_cfg.residual_gate:g} m "
-                f"(fully from {2 * env_cfg.residual_gate:g} m)"
-                if env_cfg.residual_gate_index is None
-                else f"residual gate: the policy acts only where |observation[{env_cfg.residual_gate_index}]| reads "
-                f"above {env_cfg.residual_gate:g} (fully from {2 * env_cfg.residual_gate:g})"
-            )
-            + f"; the {env_cfg.base_controller} controller exactly below"
+            f"residual gate: the policy acts only where {where}; the {env_cfg.base_controller} controller exactly below"
         )
     report.check_env_specs, findings = specs_check(env, seed, "fix the env's observation_space/action_space")
     report.findings += findings
