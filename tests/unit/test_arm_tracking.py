@@ -395,3 +395,36 @@ def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelo
         make_env(dataclasses.replace(env_cfg, kwargs={"obs_last_action": True}), num_envs=1, seed=2)
     with pytest.raises(UserError, match="obs_error_peak"):  # refused when the config is read, before any env
         load_config("ppo-reacher-track-gated", overrides=["env.kwargs={randomize: all}"])
+
+
+def test_a_privileged_observation_carries_the_true_dynamics_read_back_from_the_model():
+    """obs_privileged: 6 floats before the error monitor, each disturbance 0 at nominal and 1 at the top of its
+    range, equal to what the MuJoCo model holds after the reset (mass, friction, damping, gear), the drawn noise
+    and the delay line; the monitor stays the last column."""
+    nominal = make()
+    nominal_mass = float(nominal.model.body_mass[nominal.model.body("fingertip").id])
+    nominal_gear = float(nominal.model.actuator_gear[0, 0])
+    env = make(randomize="all", randomize_prob=0.5, obs_privileged=True, obs_error_peak=0.9)
+    assert env.observation_space.shape == (12 + 6 + 1,)
+    seen = set()
+    for seed in range(40):
+        observation, _ = env.reset(seed=seed)
+        model = env.model
+        payload = float(model.body_mass[model.body("fingertip").id]) - nominal_mass
+        expected = [
+            payload / RANDOMIZE_RANGES["payload"][1],
+            float(model.dof_frictionloss[0]) / RANDOMIZE_RANGES["friction"][1],
+            (float(model.dof_damping[1]) - 1.0) / (RANDOMIZE_RANGES["damping"][1] - 1.0),
+            (float(model.actuator_gear[1, 0]) / nominal_gear - 1.0) / (RANDOMIZE_RANGES["gain"][1] - 1.0),
+            env.disturbances["obs_noise"] / RANDOMIZE_RANGES["obs_noise"][1],
+            float(env.disturbances["action_delay"]),
+        ]
+        np.testing.assert_allclose(observation[12:18], expected, rtol=1e-5, atol=1e-6)
+        seen.add(tuple(np.asarray(expected) == 0))
+        for _ in range(3):  # the same all episode; the monitor stays last
+            observation, *_ = env.step(np.zeros(2))
+            np.testing.assert_allclose(observation[12:18], expected, rtol=1e-5, atol=1e-6)
+        assert observation[-1] >= np.linalg.norm(observation[10:12]) - 1e-6  # the peak-hold of the error
+    assert len(seen) > 10  # disturbances present and absent in many combinations
+    with pytest.raises(ValueError, match="obs_privileged"):
+        make(obs_privileged="yes")

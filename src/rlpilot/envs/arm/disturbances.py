@@ -43,6 +43,17 @@ RANDOMIZE_RANGES: dict[str, tuple[float, float]] = {
 # The largest value each disturbance may take: ten times the top of its randomisation range (a stress test
 # still fits), a bound that keeps MuJoCo's integration finite (gain inf or a NaN payload gave NaN states).
 LIMITS = {"payload": 40.0, "friction": 80.0, "damping": 30.0, "gain": 14.0, "obs_noise": 0.1, "action_delay": 10}
+PRIVILEGED = tuple(NOMINAL)
+"""The true dynamics a privileged observation carries (``obs_privileged``), in this order."""
+
+
+def normalised(name: str, value: float) -> float:
+    """A disturbance's value as a privileged observation sees it: 0 at nominal, 1 at the top of its
+    randomisation range (below nominal: negative; beyond the range: above 1)."""
+    nominal, top = NOMINAL[name], RANDOMIZE_RANGES[name][1]
+    return (float(value) - nominal) / (top - nominal)
+
+
 UNITS = {
     "payload": "kg at the fingertip",
     "friction": "N·m Coulomb friction per joint",

@@ -34,6 +34,13 @@ as an operator's error monitor shows it. An oscillating loop (kp too high for a 
 visible in it while the error itself swings back through zero. Being last, its column is
 :data:`rlpilot.envs.arm.controllers.ARM_ERROR_MONITOR` (what ``env.residual_gate`` reads on the arm).
 
+``obs_privileged=True`` appends, before the error monitor, the episode's true dynamics, 6 floats in the order
+of :data:`~rlpilot.envs.arm.disturbances.PRIVILEGED` (payload, friction, damping, gain, obs_noise,
+action_delay), each 0 at nominal and 1 at the top of its randomisation range
+(:func:`~rlpilot.envs.arm.disturbances.normalised`), read back from the MuJoCo model where it holds them (mass,
+frictionloss, damping, gear) and from the env's own noise and delay line: what a simulator knows and a
+deployed controller does not (a privileged teacher's input, ``model.actor_inputs``).
+
 numpy and gymnasium only (no torch): a deployed artifact can run on it without torch.
 """
 
@@ -47,7 +54,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.mujoco.reacher_v5 import ReacherEnv
 
-from rlpilot.envs.arm.disturbances import DisturbanceSpec
+from rlpilot.envs.arm.disturbances import PRIVILEGED, DisturbanceSpec, normalised
 from rlpilot.envs.arm.geometry import REACH, joint_angles, tip_position
 
 TRAJECTORIES = ("circle", "figure8", "p2p")
@@ -72,6 +79,7 @@ class ReacherTrackEnv(ReacherEnv):
         obs_last_action: bool = False,
         obs_history: int = 0,
         obs_error_peak: float = 0.0,
+        obs_privileged: bool = False,
         **kwargs,
     ):
         if trajectory not in (*TRAJECTORIES, "mixed"):
@@ -101,6 +109,9 @@ class ReacherTrackEnv(ReacherEnv):
             raise ValueError(f"obs_error_peak: a decay per step in [0, 1) (0: off), got {obs_error_peak!r}")
         self.obs_error_peak = float(obs_error_peak)
         self._error_peak = 0.0
+        if not isinstance(obs_privileged, bool):
+            raise ValueError(f"obs_privileged: true or false, got {obs_privileged!r}")
+        self.obs_privileged = obs_privileged
         if (
             isinstance(effort_weight, bool)
             or not isinstance(effort_weight, (int, float))
@@ -120,6 +131,7 @@ class ReacherTrackEnv(ReacherEnv):
         self._previous_action: np.ndarray | None = None
         super().__init__(**kwargs)
         size = (14 if self.obs_last_action else 12) + 4 * self.obs_history + (1 if self.obs_error_peak else 0)
+        size += len(PRIVILEGED) if self.obs_privileged else 0
         self.observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(size,), dtype=np.float32)
         model = self.model
         self._fingertip = model.body("fingertip").id
@@ -248,6 +260,20 @@ class ReacherTrackEnv(ReacherEnv):
             self.render()
         return self._get_obs(), reward, False, False, info
 
+    def true_dynamics(self) -> np.ndarray:
+        """The episode's dynamics, normalised (``obs_privileged``): read back from the MuJoCo model (fingertip
+        mass, joint friction and damping, actuator gear), the noise level and the delay line's length."""
+        model = self.model
+        values = {
+            "payload": float(model.body_mass[self._fingertip]) - self._nominal_model["mass"],
+            "friction": float(model.dof_frictionloss[0]),
+            "damping": float(model.dof_damping[0]),
+            "gain": float(model.actuator_gear[0, 0] / self._nominal_model["gear"][0]),
+            "obs_noise": float(self.disturbances["obs_noise"]),
+            "action_delay": float(len(self._delayed)),
+        }
+        return np.array([normalised(name, values[name]) for name in PRIVILEGED])
+
     def _place_target(self, reference: np.ndarray) -> None:
         """The target body shows the reference (its slide joints are set, not simulated)."""
         qpos, qvel = self.data.qpos.copy(), self.data.qvel.copy()
@@ -270,6 +296,8 @@ class ReacherTrackEnv(ReacherEnv):
             if self.obs_history:  # the steps before, newest first; then this step joins them
                 parts.extend(reversed(self._history))
                 self._history.append(np.concatenate([dq, last]))
+        if self.obs_privileged:  # the true dynamics, before the error monitor (which stays last)
+            parts.append(self.true_dynamics())
         if self.obs_error_peak:  # the error monitor: a peak-hold of the measured tracking error
             self._error_peak = max(self.obs_error_peak * self._error_peak, float(np.linalg.norm(tip - reference)))
             parts.append(np.array([self._error_peak]))
