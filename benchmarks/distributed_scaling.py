@@ -29,6 +29,9 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
 
+sys.path.insert(0, str(stamp.ROOT / "tools"))
+from gen_results import scaling_rows  # noqa: E402
+
 
 def measure(workers: int, args, ray) -> dict:
     import torch
@@ -123,26 +126,13 @@ def main() -> None:
 
     with ray_session("local", max(counts)) as ray:
         results = [measure(n, args, ray) for n in counts]
-    base = {schedule: results[0][schedule]["fps"] / counts[0] for schedule in ("sync", "async")}
     ideal = 1000.0 / args.step_ms  # a SyncVectorEnv steps an actor's envs one after another
     body = [
         f"# slow env: rlpilot/SlowCartPole-v0, step_ms={args.step_ms:g}, {args.envs_per_actor} env(s) an actor, "
         f"{args.steps} steps an env a batch; ideal {ideal:g} frames/s an actor",
         "",
-        "| actors | sync frames/s | x one actor | share of N x one actor | async frames/s | x one actor | "
-        "share of N x one actor | async policy lag | frames/s an actor while collecting (sync) | "
-        "actor CPU ms a frame | actor start-up s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *scaling_rows(results),
     ]
-    for result in results:
-        n = result["workers"]
-        cells = [str(n)]
-        for schedule in ("sync", "async"):
-            fps = result[schedule]["fps"]
-            cells += [f"{fps:.0f}", f"{fps / (base[schedule]):.2f}", f"{fps / (base[schedule] * n):.2f}"]
-        cells += [f"{result['async']['lag']:.2f}", f"{result['sync']['actor_fps']:.0f}"]
-        cells += [f"{result['sync']['actor_cpu_ms_per_frame']:.2f}", f"{result['startup_s']:.1f}"]
-        body.append("| " + " | ".join(cells) + " |")
     print("\n".join(body))
     if args.out:
         stamp.write_result(args.out, header, body, {"args": vars(args), "results": results, "ideal_fps": ideal})

@@ -27,6 +27,7 @@ TARGETS = (
     ROOT / "docs" / "pixels.md",
     ROOT / "docs" / "llm.md",
     ROOT / "docs" / "your-controller.md",
+    ROOT / "docs" / "distributed.md",
 )
 ARM_NAMES = {"preset": "preset vs preset (what a user gets)", "same": "same settings (implementation speed)"}
 
@@ -459,6 +460,39 @@ def fault_soak_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def scaling_rows(results: list[dict]) -> list[str]:
+    """benchmarks/distributed_scaling.py's table: throughput of N actors against N x one actor, per schedule."""
+    base = {schedule: results[0][schedule]["fps"] / results[0]["workers"] for schedule in ("sync", "async")}
+    lines = [
+        "| actors | sync frames/s | x one actor | share of N x one actor | async frames/s | x one actor | "
+        "share of N x one actor | async policy lag | frames/s an actor while collecting (sync) | "
+        "actor CPU ms a frame | actor start-up s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        n = result["workers"]
+        cells = [str(n)]
+        for schedule in ("sync", "async"):
+            fps = result[schedule]["fps"]
+            cells += [f"{fps:.0f}", f"{fps / base[schedule]:.2f}", f"{fps / (base[schedule] * n):.2f}"]
+        cells += [f"{result['async']['lag']:.2f}", f"{result['sync']['actor_fps']:.0f}"]
+        cells += [f"{result['sync']['actor_cpu_ms_per_frame']:.2f}", f"{result['startup_s']:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def distributed_scaling_table(path: Path) -> str:
+    """docs/distributed.md: the newest scaling measurement, with its settings and stamp."""
+    data = json.loads(path.read_text())
+    args = data["args"]
+    settings = (
+        f"`rlpilot/SlowCartPole-v0` at {args['step_ms']:g} ms a step, {args['envs_per_actor']} env(s) an actor, "
+        f"{args['steps']} steps an env a batch (ideal {data['ideal_fps']:g} frames/s an actor), "
+        f"{args['rounds']} rounds of {args['batches']} batches an actor per schedule:"
+    )
+    return "\n".join([settings, "", *scaling_rows(data["results"]), "", source_line(path, data["stamp"])])
+
+
 def suite_time_table(_newest: Path) -> str:
     """Every stamped run of ``benchmarks/suite_time.py``, oldest first: the test suite's history."""
     rows = []
@@ -818,6 +852,7 @@ SOURCES = {
     "update_cost": ("update_cost-*.json", update_cost_table),
     "stays_solved": ("stays_solved-*.json", stays_solved_table),
     "fault_soak": ("fault_soak-*.json", fault_soak_table),
+    "distributed_scaling": ("distributed_scaling-*.json", distributed_scaling_table),
     "suite_time": ("suite_time-*.json", suite_time_table),
     "tune_acrobot": ("tune_acrobot-*.json", tune_acrobot_table),
     "arm_gains": ("arm_gains-*.json", arm_gains_table),
