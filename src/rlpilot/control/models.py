@@ -134,12 +134,15 @@ def action_kind(action_spec: TensorSpec, *, algo: str = "ppo") -> str:
         return "discrete"
     if isinstance(action_spec, Bounded) and action_spec.dtype.is_floating_point:
         if algo == "dqn":
-            from rlpilot.config.load import load_config, preset_names
+            from rlpilot.config.load import preset_names
 
-            fitting = [name for name in preset_names() if load_config(name).algo == "ppo"]
+            # continuous-action examples first, then a pointer to the rest (the line stays readable as presets grow)
+            names = preset_names()
+            examples = [name for name in ("ppo-pendulum", "sac-pendulum", "td3-pendulum") if name in names]
             raise UserError(
-                f"DQN needs a discrete action space, but this env's actions are continuous (Box); "
-                f"use PPO instead (rlpilot train ppo ENV, or presets {', '.join(fitting)})"
+                f"DQN needs a discrete action space, but this env's actions are continuous (Box); use PPO, SAC or TD3 "
+                f"instead (rlpilot train sac ENV, or presets such as {', '.join(examples)}; rlpilot presets lists "
+                "the others)"
             )
         return "continuous"
     raise UserError(f"unsupported action spec {type(action_spec).__name__}: Discrete or bounded Box only")
