@@ -79,28 +79,39 @@ class Estimator(nn.Module):
         return self.net((measured - self.loc) / self.scale)
 
 
-def rollout(setup: Setup, estimator: Estimator | None, kwargs: dict, episodes: int, envs: int, seed: int):
+def rollout(
+    setup: Setup, estimator: Estimator | None, kwargs: dict, episodes: int, envs: int, seed: int, smooth: float = 0.0
+):
     """``episodes`` episodes (``envs`` at a time): the measured inputs and true dynamics of every step, and each
-    episode's tracking RMSE. ``estimator`` None: the teacher acts on the true dynamics; else on its estimates."""
-    inputs, truths, rmse = [], [], []
+    episode's tracking RMSE. ``estimator`` None: the teacher acts on the true dynamics; else on its estimates,
+    averaged over the episode so far with weight ``smooth`` on the previous average (the dynamics do not change
+    within an episode: 0 acts on each step's estimate alone). Returns the acted-on estimates too."""
+    inputs, truths, acted, rmse = [], [], [], []
     for start in range(0, episodes, envs):
         count = min(envs, episodes - start)
         env = setup.env(kwargs, count, seed + start)
         vector_env = env.base_env.vector_env
         raw, _ = vector_env.reset(seed=seed + start)
         done = np.zeros(count, dtype=bool)
+        average = None
         while not done.all():
             observation = torch.as_tensor(raw, dtype=torch.float32)
             measured, truth = observation[:, : setup.measured], observation[:, setup.truth]
             inputs.append(measured)
             truths.append(truth)
             with torch.no_grad():
-                dynamics = truth if estimator is None else estimator(measured)
+                if estimator is None:
+                    dynamics = truth
+                else:
+                    estimate = estimator(measured)
+                    average = estimate if average is None else smooth * average + (1 - smooth) * estimate
+                    dynamics = average
+            acted.append(dynamics)
             raw, _, terminated, truncated, info = vector_env.step(setup.act(observation, dynamics).numpy())
             done = np.asarray(terminated) | np.asarray(truncated)
         rmse += list(np.asarray(info["track_rmse"]) * 1000.0)
         env.close()
-    return torch.cat(inputs), torch.cat(truths), np.array(rmse)
+    return torch.cat(inputs), torch.cat(truths), torch.cat(acted), np.array(rmse)
 
 
 def fit(estimator: Estimator, inputs: torch.Tensor, truths: torch.Tensor, steps: int, seed: int) -> float:
@@ -125,6 +136,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=4, help="DAgger rounds (the first: teacher rollouts)")
     parser.add_argument("--train-episodes", type=int, default=64, help="episodes per round")
     parser.add_argument("--fit-steps", type=int, default=3000)
+    parser.add_argument("--smooth", type=float, default=0.0, help="weight of the running estimate (0: none)")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out")
@@ -138,8 +150,14 @@ def main() -> None:
     started = time.perf_counter()
     log = []
     for round_ in range(args.iterations):
-        new_inputs, new_truths, rmse = rollout(
-            setup, None if round_ == 0 else estimator, training, args.train_episodes, 16, 100_000 + 1000 * round_
+        new_inputs, new_truths, _, rmse = rollout(
+            setup,
+            None if round_ == 0 else estimator,
+            training,
+            args.train_episodes,
+            16,
+            100_000 + 1000 * round_,
+            args.smooth,
         )
         inputs = new_inputs if inputs is None else torch.cat([inputs, new_inputs])
         truths = new_truths if truths is None else torch.cat([truths, new_truths])
@@ -154,11 +172,10 @@ def main() -> None:
     for name, condition in CONDITIONS.items():
         kwargs = {key: value for key, value in condition.items() if key in NOMINAL}
         for row, acting in (("teacher (true dynamics)", None), ("student (estimated dynamics)", estimator)):
-            measured, truth, rmse = rollout(setup, acting, kwargs, args.episodes, args.episodes, args.seed)
+            _, truth, acted, rmse = rollout(setup, acting, kwargs, args.episodes, args.episodes, args.seed, args.smooth)
             rows[row][name] = float(rmse.mean())
             if acting is not None:
-                with torch.no_grad():
-                    errors[name] = (acting(measured) - truth).abs().mean(0).tolist()
+                errors[name] = (acted - truth).abs().mean(0).tolist()
         env = setup.env(kwargs, args.episodes, args.seed)
         vector_env = env.base_env.vector_env
         raw, _ = vector_env.reset(seed=args.seed)
@@ -171,11 +188,16 @@ def main() -> None:
     table = ["| controller | " + " | ".join(CONDITIONS) + " |", "|---" * (len(CONDITIONS) + 1) + "|"]
     for row, values in rows.items():
         table.append(f"| {row} | " + " | ".join(f"{values[c]:.3g}" for c in CONDITIONS) + " |")
-    table += ["", "mean |estimate - truth| per parameter (normalised units), student rollouts:", ""]
+    table += [
+        "",
+        "mean |acted-on estimate - truth| per parameter (normalised units), over every step of the student's episodes:",
+        "",
+    ]
     table += ["| condition | " + " | ".join(PRIVILEGED) + " |", "|---" * (len(PRIVILEGED) + 1) + "|"]
     table += [f"| {c} | " + " | ".join(f"{v:.3f}" for v in errors[c]) + " |" for c in CONDITIONS]
     body = [
-        f"teacher {args.teacher}; history {args.history} steps; {args.iterations} DAgger rounds of "
+        f"teacher {args.teacher}; history {args.history} steps; estimate smoothing {args.smooth:g}; "
+        f"{args.iterations} DAgger rounds of "
         f"{args.train_episodes} episodes; training {train_seconds:.0f} s; tracking RMSE (mm), {args.episodes} "
         f"episodes from seed {args.seed}",
         *log,
