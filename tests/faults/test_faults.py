@@ -300,24 +300,19 @@ def test_a_fresh_process_prints_one_line_and_exits_2(run):
     assert result.stderr.strip().count("\n") == 0 and "metrics.csv" in result.stderr
 
 
-def test_a_real_write_error_while_resuming_is_one_line(tmp_path):
-    """A file-size limit (RLIMIT_FSIZE, what `ulimit -f` sets) below the size of the run's files: the resume's
-    first write fails with EFBIG. Found by benchmarks/fault_soak.py, where it was a traceback (exit 1)."""
+def _resume_with_file_size_limit(path: Path, limit: int, frames: int):
+    """``train --resume`` in a fresh process whose files may not grow past ``limit`` bytes (RLIMIT_FSIZE, what
+    `ulimit -f` sets): a write past it fails with EFBIG."""
     import resource
     import subprocess
 
     from cli_runner import TESTS, cli_command, cli_env
 
-    path = tmp_path / "run"
-    assert main(["train", "ppo-cartpole", "--frames", "512", "--run-dir", str(path), *FAST]) == 0
-    limit = (path / "events.jsonl").stat().st_size - 1
-
     def small_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    before = (path / "metrics.csv").read_bytes()
-    out = subprocess.run(
-        cli_command(["train", "--resume", path, "--frames", "1024", "-q"]),
+    return subprocess.run(
+        cli_command(["train", "--resume", path, "--frames", str(frames), "-q"]),
         capture_output=True,
         text=True,
         cwd=TESTS,
@@ -325,6 +320,15 @@ def test_a_real_write_error_while_resuming_is_one_line(tmp_path):
         preexec_fn=small_files,
         timeout=300,
     )
+
+
+def test_a_real_write_error_while_resuming_is_one_line(tmp_path):
+    """A file-size limit below the size of the run's files: the resume's first write fails with EFBIG. Found by
+    benchmarks/fault_soak.py, where it was a traceback (exit 1)."""
+    path = tmp_path / "run"
+    assert main(["train", "ppo-cartpole", "--frames", "512", "--run-dir", str(path), *FAST]) == 0
+    before = (path / "metrics.csv").read_bytes()
+    out = _resume_with_file_size_limit(path, (path / "events.jsonl").stat().st_size - 1, 1024)
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1 and "cannot write" in lines[0], out.stderr
     assert str(path) in lines[0] and (path / "metrics.csv").read_bytes() == before  # names the file; nothing lost
@@ -332,25 +336,13 @@ def test_a_real_write_error_while_resuming_is_one_line(tmp_path):
     assert load_run(path).meta()["status"] == "finished"  # its first write failed: the record is untouched
 
     # a limit that lets the small config.yaml and meta.json be written (the resume marks itself running) but not
-    # the metrics:
-    # the run must not stay marked "running" after the process has exited (the 60-minute soak found it so)
+    # the metrics: the run must not stay marked "running" after the process has exited (the 60-minute soak found
+    # it so)
     more_rows = ["--set", "train.log_every_frames=32", "-q"]
     assert main(["train", "--resume", str(path), "--frames", "3072", *more_rows]) == 0
     limit = max((path / name).stat().st_size for name in ("meta.json", "config.yaml")) + 400
     assert (path / "metrics.csv").stat().st_size > limit
-
-    def small_files() -> None:  # noqa: F811 - the second limit
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    out = subprocess.run(
-        cli_command(["train", "--resume", path, "--frames", "4096", "-q"]),
-        capture_output=True,
-        text=True,
-        cwd=TESTS,
-        env=cli_env(),
-        preexec_fn=small_files,
-        timeout=300,
-    )
+    out = _resume_with_file_size_limit(path, limit, 4096)
     assert out.returncode == 2 and "cannot write" in out.stderr, out.stderr
     meta = load_run(path).meta()
     assert meta["status"] == "failed" and "could not start" in meta["reason"] and "cannot write" in meta["reason"], (
