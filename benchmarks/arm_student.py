@@ -136,6 +136,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=4, help="DAgger rounds (the first: teacher rollouts)")
     parser.add_argument("--train-episodes", type=int, default=64, help="episodes per round")
     parser.add_argument("--fit-steps", type=int, default=3000)
+    parser.add_argument("--hidden", type=int, default=128, help="units in each of the estimator's 2 hidden layers")
     parser.add_argument("--smooth", type=float, default=0.0, help="weight of the running estimate (0: none)")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
@@ -145,7 +146,7 @@ def main() -> None:
     torch.manual_seed(0)
     setup = Setup(args.teacher, args.history)
     training = {"randomize": "all", "randomize_prob": 0.5}
-    estimator = Estimator(setup.measured, len(PRIVILEGED))
+    estimator = Estimator(setup.measured, len(PRIVILEGED), args.hidden)
     inputs = truths = None
     started = time.perf_counter()
     log = []
@@ -196,7 +197,8 @@ def main() -> None:
     table += ["| condition | " + " | ".join(PRIVILEGED) + " |", "|---" * (len(PRIVILEGED) + 1) + "|"]
     table += [f"| {c} | " + " | ".join(f"{v:.3f}" for v in errors[c]) + " |" for c in CONDITIONS]
     body = [
-        f"teacher {args.teacher}; history {args.history} steps; estimate smoothing {args.smooth:g}; "
+        f"teacher {args.teacher}; history {args.history} steps; estimator 2 x {args.hidden}, "
+        f"{args.fit_steps} fit steps; estimate smoothing {args.smooth:g}; "
         f"{args.iterations} DAgger rounds of "
         f"{args.train_episodes} episodes; training {train_seconds:.0f} s; tracking RMSE (mm), {args.episodes} "
         f"episodes from seed {args.seed}",
