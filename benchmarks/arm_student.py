@@ -80,12 +80,21 @@ class Estimator(nn.Module):
 
 
 def rollout(
-    setup: Setup, estimator: Estimator | None, kwargs: dict, episodes: int, envs: int, seed: int, smooth: float = 0.0
+    setup: Setup,
+    estimator: Estimator | None,
+    kwargs: dict,
+    episodes: int,
+    envs: int,
+    seed: int,
+    smooth: float = 0.0,
+    *,
+    pd: bool = False,
 ):
     """``episodes`` episodes (``envs`` at a time): the measured inputs and true dynamics of every step, and each
     episode's tracking RMSE. ``estimator`` None: the teacher acts on the true dynamics; else on its estimates,
     averaged over the episode so far with weight ``smooth`` on the previous average (the dynamics do not change
-    within an episode: 0 acts on each step's estimate alone). Returns the acted-on estimates too."""
+    within an episode: 0 acts on each step's estimate alone). ``pd``: a schedule of zeros, the PD's nominal gains
+    throughout. Returns the acted-on estimates too."""
     inputs, truths, acted, rmse = [], [], [], []
     for start in range(0, episodes, envs):
         count = min(envs, episodes - start)
@@ -107,7 +116,8 @@ def rollout(
                     average = estimate if average is None else smooth * average + (1 - smooth) * estimate
                     dynamics = average
             acted.append(dynamics)
-            raw, _, terminated, truncated, info = vector_env.step(setup.act(observation, dynamics).numpy())
+            action = torch.zeros(count, 2) if pd else setup.act(observation, dynamics)
+            raw, _, terminated, truncated, info = vector_env.step(action.numpy())
             done = np.asarray(terminated) | np.asarray(truncated)
         rmse += list(np.asarray(info["track_rmse"]) * 1000.0)
         env.close()
@@ -177,15 +187,8 @@ def main() -> None:
             rows[row][name] = float(rmse.mean())
             if acting is not None:
                 errors[name] = (acted - truth).abs().mean(0).tolist()
-        env = setup.env(kwargs, args.episodes, args.seed)
-        vector_env = env.base_env.vector_env
-        raw, _ = vector_env.reset(seed=args.seed)
-        done = np.zeros(args.episodes, dtype=bool)
-        while not done.all():
-            raw, _, terminated, truncated, info = vector_env.step(np.zeros((args.episodes, 2), np.float32))
-            done = np.asarray(terminated) | np.asarray(truncated)
-        rows["PD (nominal gains)"][name] = float(np.mean(info["track_rmse"]) * 1000.0)
-        env.close()
+        *_, rmse = rollout(setup, None, kwargs, args.episodes, args.episodes, args.seed, pd=True)
+        rows["PD (nominal gains)"][name] = float(rmse.mean())
     table = ["| controller | " + " | ".join(CONDITIONS) + " |", "|---" * (len(CONDITIONS) + 1) + "|"]
     for row, values in rows.items():
         table.append(f"| {row} | " + " | ".join(f"{values[c]:.3g}" for c in CONDITIONS) + " |")

@@ -34,19 +34,35 @@ CLOCK_COLUMNS = ("collect/fps", "collect/actor_fps", "collect/wait_share")
 """Wall-clock columns besides ``time/...`` (elapsed seconds, frames per second): they differ run to run."""
 
 
-def train(src: Path, preset: str, overrides: list[str], frames: int, seed: int, run_dir: Path) -> None:
+def rlpilot(src: Path, *args: str) -> str:
+    """``rlpilot ARGS`` with the package of ``src`` (the old worktree's or this tree's); its stdout."""
+    command = [sys.executable, "-m", "rlpilot.cli", *args]
     env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run(command, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
+
+
+def train(src: Path, preset: str, overrides: list[str], frames: int, seed: int, run_dir: Path) -> None:
     sets = [item for override in overrides for item in ("--set", override)]
-    command = [sys.executable, "-m", "rlpilot.cli", "train", preset, "--seed", str(seed), "--frames", str(frames)]
-    command += ["--run-dir", str(run_dir), "-q", "--set", "train.loggers=[]", *sets]
-    subprocess.run(command, env=env, check=True)
+    rlpilot(
+        src,
+        "train",
+        preset,
+        "--seed",
+        str(seed),
+        "--frames",
+        str(frames),
+        "--run-dir",
+        str(run_dir),
+        "-q",
+        "--set",
+        "train.loggers=[]",
+        *sets,
+    )
 
 
 def evaluate(src: Path, run_dir: Path, episodes: int) -> str:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    command = [sys.executable, "-m", "rlpilot.cli", "eval", str(run_dir), "--episodes", str(episodes)]
-    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-    return out.strip().splitlines()[0] if out.strip() else ""
+    out = rlpilot(src, "eval", str(run_dir), "--episodes", str(episodes)).strip()
+    return out.splitlines()[0] if out else ""
 
 
 def clock(column: str) -> bool:
@@ -109,18 +125,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="same-computation-") as tmp:
         worktree = Path(tmp) / "old"
         subprocess.run(["git", "worktree", "add", "--detach", str(worktree), args.old], cwd=ROOT, check=True)
+        sources = {"old": worktree / "src", "new": ROOT / "src"}
         try:
             for number, spec in enumerate(args.run):
                 preset, _, rest = spec.partition(":")
                 overrides = [item for item in rest.split(",") if item]
-                runs = {}
-                for side, src in (("old", worktree / "src"), ("new", ROOT / "src")):
-                    runs[side] = Path(tmp) / f"{number}-{preset}-{side}"
+                runs = {side: Path(tmp) / f"{number}-{preset}-{side}" for side in sources}
+                for side, src in sources.items():
                     train(src, preset, overrides, args.frames, args.seed, runs[side])
-                returns = {
-                    side: evaluate(src, runs[side], args.episodes)
-                    for side, src in (("old", worktree / "src"), ("new", ROOT / "src"))
-                }
+                returns = {side: evaluate(src, runs[side], args.episodes) for side, src in sources.items()}
                 differences = compare(runs["old"], runs["new"])
                 if returns["old"] != returns["new"]:
                     differences.append(f"eval: {returns['old']!r} against {returns['new']!r}")

@@ -195,18 +195,14 @@ def _build_and_run(
     device = resolve_device(config.train.device)
     threshold = solved_threshold(config)
     progress = Progress.from_state(checkpoint["progress"]) if checkpoint else Progress()
-    try:
+    with _start_recorded(run, resuming=checkpoint is not None):
         resumes = lifecycle.count_resume(run, progress.frames) if checkpoint else 0
         seed = config.train.seed + lifecycle.RESUME_SEED_STRIDE * resumes
         trainable = _build(config, run, checkpoint, device, seed, remote=remote, show=show_progress or verbose)
-    except BaseException as exc:
-        if checkpoint:
-            _start_ended(run, exc)
-        raise
     # from here a signal no longer raises: it is recorded, and the loop (which it may reach before its first
     # batch) ends the run as interrupted, with a checkpoint, instead of leaving it marked "running"
     with stopping.stop_on_signals(), contextlib.closing(trainable):
-        try:
+        with _start_recorded(run, resuming=checkpoint is not None):
             if checkpoint:
                 torch.set_rng_state(checkpoint["torch_rng"])
                 run.truncate_metrics(after_frames=progress.frames)
@@ -225,12 +221,19 @@ def _build_and_run(
                 startup_s=startup,
                 **trainable.facts(),
             )
-        except BaseException as exc:
-            if checkpoint:
-                _start_ended(run, exc)
-            raise
         loop.run()
     return run
+
+
+@contextlib.contextmanager
+def _start_recorded(run: Run, *, resuming: bool):
+    """A resume's start-up: whatever ends it before its loop is recorded in meta.json (:func:`_start_ended`)."""
+    try:
+        yield
+    except BaseException as exc:
+        if resuming:
+            _start_ended(run, exc)
+        raise
 
 
 def _start_ended(run: Run, exc: BaseException) -> None:

@@ -61,9 +61,9 @@ class PPO:
         obs_spec = env.observation_spec
         spec = env.full_action_spec_unbatched["action"].to(device)
         self.kind = action_kind(spec)
+        inputs = config.model.actor_inputs  # the entries the actor reads (the critic reads all)
         if self.kind == "discrete":
             self.num_actions = int(spec.space.n)
-            inputs = config.model.actor_inputs
             self.actor_net = network(obs_spec, self.num_actions, config.model, out_gain=0.01, inputs=inputs).to(device)
             choice = cfg.distribution if cfg.distribution != "auto" else "auto"
             # one-hot actions when the spec is one-hot (auto) or when asked; a Categorical index over a
@@ -72,9 +72,7 @@ class PPO:
             self.bounds = None
         else:
             action_dim = int(spec.shape[-1])
-            body = network(
-                obs_spec, action_dim, config.model, out_gain=actor_out_gain(config), inputs=config.model.actor_inputs
-            )
+            body = network(obs_spec, action_dim, config.model, out_gain=actor_out_gain(config), inputs=inputs)
             self.actor_net = GaussianHead(body, action_dim, cfg.init_log_std).to(device)
             self.one_hot = False
             # actions are squashed into exactly [low, high] of the Box: no clipping, no bias at the bounds
