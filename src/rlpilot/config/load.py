@@ -58,6 +58,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         return value
     if tp in (bool, str, list, dict) and isinstance(value, tp):
         return value
+    if tp is str and isinstance(value, bool):  # YAML 1.1 reads on/off (and yes/no) as booleans: train.compile=off
+        return "on" if value else "off"
     raise UserError(f"{key}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
 
 

@@ -301,6 +301,11 @@ class TrainConfig:
     """``auto`` (cuda when available), ``cpu`` or ``cuda``: policy, data and losses all live there."""
     num_threads: int = positive(1)
     """torch intra-op threads. Small MLPs are fastest on one thread (thread sync costs more than it saves)."""
+    compile: str = one_of("auto", "auto", "on", "off")
+    """The update's loss through ``torch.compile`` (inductor; its backward compiled with it): ``auto`` on CUDA
+    only (on CPU every measured update was as fast or faster eager: docs/results.md, "Compiled updates"), ``on``
+    wherever asked, ``off`` never. Compiled code is cached per user (``~/.cache/rlpilot/inductor``); the first
+    call's seconds are logged as ``compile/<loss>_s``. Control algorithms (PPO, MAPPO/IPPO, DQN, SAC, TD3)."""
     log_every_frames: int = positive(2_048)
     """Frames between rows of ``metrics.csv``."""
     max_seconds: float | None = positive(None)

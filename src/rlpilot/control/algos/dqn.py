@@ -16,6 +16,7 @@ per frame) the update is most of a run's time (benchmarks/update_cost.py). ``DQN
 from __future__ import annotations
 
 import copy
+from functools import partial
 
 import torch
 from tensordict import TensorDict
@@ -25,6 +26,7 @@ from torchrl.envs import EnvBase
 
 from rlpilot import stopping
 from rlpilot.config.schema import Config, DQNConfig
+from rlpilot.control import compiled
 from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import GreedyActor, action_kind, network
 from rlpilot.guard import Guard
@@ -61,6 +63,11 @@ class DQN:
         self.frames = 0
         self.epsilon = cfg.eps_init
         self.guard = Guard(config.guard)
+        self.loss = compiled.maybe_compiled(
+            partial(dqn_loss, self.q_net, self.target_net, cfg=cfg),
+            compiled.wanted(config.train.compile, device),
+            "dqn_loss",
+        )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------
     @torch.inference_mode()
@@ -97,7 +104,7 @@ class DQN:
             if stopping.requested():  # SIGINT/SIGTERM: end the phase here; the loop checkpoints and stops
                 break
             steps += 1
-            out = dqn_loss(self.q_net, self.target_net, sample, cfg)
+            out = self.loss(sample)
             self.updates += 1
             grad_norm = self.guard.step(self.optimizer, self.parameters, out["loss"], cfg.max_grad_norm, self.updates)
             if grad_norm is None:
@@ -122,7 +129,7 @@ class DQN:
             metrics["guard/skipped_updates"] = float(skipped)
         if cfg.prioritized:
             metrics["dqn/beta"] = float(self.sampler.beta)
-        return metrics
+        return metrics | compiled.compile_seconds(self.loss)
 
     def _samples(self, updates: int):
         """Minibatches for this learning phase. Uniform replay draws them all in one call (the buffer

@@ -19,6 +19,7 @@ from torchrl.envs import EnvBase
 
 from rlpilot import stopping
 from rlpilot.config.schema import Config, ModelConfig, SACConfig, TD3Config
+from rlpilot.control import compiled
 from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import action_kind, mlp, observation_size
 from rlpilot.errors import UserError
@@ -83,6 +84,8 @@ class OffPolicyContinuous(ABC):
     Subclasses build their networks and ``self.optimizer`` / ``self.parameters``, and define
     :meth:`explore` (an action to collect with), :meth:`losses` (the loss to step and its detached
     statistics), :meth:`after_step` (target updates) and :meth:`networks` (what checkpoints hold).
+    ``step_losses`` is what the learning phase calls (``losses``, or its compiled form under
+    ``train.compile``); ``compiled_parts`` are the compiled functions whose first-call seconds are logged.
     """
 
     on_policy = False
@@ -113,6 +116,9 @@ class OffPolicyContinuous(ABC):
         self.warmup_steps = 0
         self.held: torch.Tensor | None = None
         self.guard = Guard(config.guard)
+        self.compile = compiled.wanted(config.train.compile, device)
+        self.step_losses = self.losses
+        self.compiled_parts: tuple = ()
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------
     @torch.inference_mode()
@@ -163,7 +169,7 @@ class OffPolicyContinuous(ABC):
             if stopping.requested():  # SIGINT/SIGTERM: end the phase here; the loop checkpoints and stops
                 break
             self.updates += 1
-            loss, stats = self.losses(sample)
+            loss, stats = self.step_losses(sample)
             grad_norm = self.guard.step(self.optimizer, self.parameters, loss, max_grad_norm, self.updates)
             if grad_norm is None:
                 skipped += 1
@@ -177,6 +183,7 @@ class OffPolicyContinuous(ABC):
             values = torch.stack([sums[name] / counts[name] for name in sums]).tolist()
             metrics.update(zip(sums, values))
         metrics.update(self.phase_metrics())
+        metrics.update(compiled.compile_seconds(*self.compiled_parts))
         metrics["opt/lr"] = lr
         if skipped:
             metrics["guard/skipped_updates"] = float(skipped)

@@ -17,6 +17,7 @@ Both modules live on in ``tests/unit/test_ppo.py`` as the references these funct
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 from tensordict import TensorDict
@@ -28,6 +29,7 @@ from torchrl.objectives.value.functional import generalized_advantage_estimate
 
 from rlpilot import stopping
 from rlpilot.config.schema import Config, PPOConfig
+from rlpilot.control import compiled
 from rlpilot.control.models import GaussianHead, GreedyActor, action_kind, actor_out_gain, network
 from rlpilot.guard import Guard
 
@@ -53,6 +55,9 @@ class PPO:
         self.optimizer = torch.optim.Adam(self.parameters, lr=config.ppo.lr, eps=1e-5, fused=True)
         self.updates = 0
         self.guard = Guard(config.guard)
+        self.loss = compiled.maybe_compiled(
+            partial(clipped_loss, self, cfg=config.ppo), compiled.wanted(config.train.compile, device), "ppo_loss"
+        )
 
     def build_networks(self, env: EnvBase) -> None:
         """``actor_net`` and ``critic_net`` sized from ``env``'s specs, on ``device``, and what the action
@@ -134,6 +139,14 @@ class PPO:
             factor = 1.0
         return cfg.lr * factor * self.guard.lr_scale
 
+    def log_ratio_range(self, clip_epsilon: float) -> tuple[float, float] | tuple[torch.Tensor, torch.Tensor]:
+        """``log(1 -+ clip_epsilon)``: floats, or 0-d tensors for the compiled loss (a float argument would be
+        compiled in as a constant, and the clip schedule would recompile it at every update)."""
+        low, high = math.log1p(-clip_epsilon), math.log1p(clip_epsilon)
+        if not isinstance(self.loss, compiled.Compiled):
+            return low, high
+        return torch.tensor(low, device=self.device), torch.tensor(high, device=self.device)
+
     def clip_epsilon(self) -> float:
         cfg = self.config.ppo
         if cfg.clip_schedule == "linear":
@@ -165,7 +178,7 @@ class PPO:
                 lr, clip = self.lr(), self.clip_epsilon()
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
-                out = ppo_loss(self, {key: value[index] for key, value in columns.items()}, cfg, clip)
+                out = self.loss({key: value[index] for key, value in columns.items()}, *self.log_ratio_range(clip))
                 loss = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
                 self.updates += 1
                 grad_norm = self.guard.step(self.optimizer, self.parameters, loss, cfg.max_grad_norm, self.updates)
@@ -179,6 +192,7 @@ class PPO:
         if skipped:
             metrics["guard/skipped_updates"] = float(skipped)
         metrics["ppo/clip_epsilon"] = clip
+        metrics.update(compiled.compile_seconds(self.loss))
         metrics["ppo/explained_variance"] = explained_variance(flat["state_value"], flat["value_target"])
         return metrics
 
@@ -232,13 +246,25 @@ def gae(batch: TensorDict, critic: nn.Module, gamma: float, lmbda: float, *, tim
 def ppo_loss(algo: PPO, minibatch: dict[str, torch.Tensor], cfg: PPOConfig, clip_epsilon: float) -> dict:
     """The clipped objective, value and entropy terms that ClipPPOLoss computes (same values and
     gradients, tested), plus its diagnostics (approximate KL, clip fraction)."""
+    return clipped_loss(algo, minibatch, math.log1p(-clip_epsilon), math.log1p(clip_epsilon), cfg=cfg)
+
+
+def clipped_loss(
+    algo: PPO,
+    minibatch: dict[str, torch.Tensor],
+    low: float | torch.Tensor,
+    high: float | torch.Tensor,
+    *,
+    cfg: PPOConfig,
+) -> dict:
+    """:func:`ppo_loss` with the log-ratio clipped to ``[low, high]`` (``log(1 -+ clip_epsilon)``)."""
     observation = minibatch["observation"]
     advantage = minibatch["advantage"].squeeze(-1)
     if cfg.normalize_advantage:
         advantage = (advantage - advantage.mean()) / advantage.std().clamp_min(1e-4)
     log_prob, entropy = algo.log_prob_and_entropy(observation, minibatch["action"])
     log_ratio = log_prob - minibatch[LOG_PROB_KEY]
-    clipped_log_ratio = log_ratio.clamp(math.log1p(-clip_epsilon), math.log1p(clip_epsilon))
+    clipped_log_ratio = log_ratio.clamp(low, high)
     gain = torch.minimum(log_ratio.exp() * advantage, clipped_log_ratio.exp() * advantage)
     value = algo.critic_net(observation)
     target = minibatch["value_target"]

@@ -35,6 +35,7 @@ from torch import nn
 from torchrl.envs import EnvBase
 
 from rlpilot.config.schema import Config, ModelConfig
+from rlpilot.control import compiled
 from rlpilot.control.algos.offpolicy import OffPolicyContinuous, TwinQ, frozen, polyak
 from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
 
@@ -77,6 +78,8 @@ class SAC(OffPolicyContinuous):
         groups = [self.actor.parameters(), self.critic.parameters(), self.temperature.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=cfg.lr, fused=True)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
+        self.step_losses = compiled.maybe_compiled(self.losses, self.compile, "sac_losses")
+        self.compiled_parts = (self.step_losses,)
 
     def sample_action(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised action in the Box and its log density (TorchRL's ``TanhNormal(low, high)``

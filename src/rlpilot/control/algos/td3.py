@@ -7,8 +7,12 @@ tested in ``tests/unit/test_sac_td3.py``):
 - critics, every step: ``sum over the twin Qs of mean (Q_i(s, a) - y)^2`` with
   ``y = r + gamma (1 - terminated) min_i Q'_i(s', clip(mu'(s') + clip(eps, -c, c)))``, ``eps`` Gaussian
   of std ``target_noise`` (noise and clip in units of the Box's half-width, clipped into the Box);
-- actor, every ``policy_delay``-th step: ``-mean Q_1(s, mu(s))`` with the critics held fixed; then the
-  target actor and critics move by Polyak averaging (``tau``).
+- actor, every ``policy_delay``-th step: ``-mean Q_1(s, mu(s))`` with the critics held fixed (only ``Q_1`` is
+  evaluated: the second critic's forward would not reach the loss); then the target actor and critics move by
+  Polyak averaging (``tau``).
+
+Under ``train.compile`` the critic and actor losses are compiled as two functions (the actor's runs on every
+``policy_delay``-th update only: one graph each, no recompilation on the update count).
 
 The actor is deterministic: an MLP whose output is squashed by tanh and scaled into the Box
 (:class:`rlpilot.models.GreedyActor`, also the greedy and exported policy). Collecting adds Gaussian
@@ -25,6 +29,7 @@ from torch import nn
 from torchrl.envs import EnvBase
 
 from rlpilot.config.schema import Config
+from rlpilot.control import compiled
 from rlpilot.control.algos.offpolicy import OffPolicyContinuous, TwinQ, frozen, polyak
 from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
 
@@ -43,6 +48,9 @@ class TD3(OffPolicyContinuous):
         groups = [self.actor.parameters(), self.critic.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=config.td3.lr, fused=True)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
+        self.critic_loss = compiled.maybe_compiled(self._critic_loss, self.compile, "td3_critic_loss")
+        self.actor_loss = compiled.maybe_compiled(self._actor_loss, self.compile, "td3_actor_loss")
+        self.compiled_parts = (self.critic_loss, self.actor_loss)
 
     def clip_to_box(self, action: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(action, self.high), self.low)
@@ -57,6 +65,14 @@ class TD3(OffPolicyContinuous):
         return self.updates % self.cfg.policy_delay == 0
 
     def losses(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        critic_loss, stats = self.critic_loss(sample)
+        if not self.actor_step():
+            return critic_loss, stats
+        actor_loss = self.actor_loss(sample["observation"])
+        stats["loss/actor"] = actor_loss.detach()
+        return critic_loss + actor_loss, stats
+
+    def _critic_loss(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         cfg = self.cfg
         observation, action = sample["observation"], sample["action"]
         with torch.no_grad():
@@ -67,13 +83,13 @@ class TD3(OffPolicyContinuous):
             target = self.bootstrap_target(sample, next_q)
         q = self.critic(observation, action)
         critic_loss = (q - target).pow(2).sum(0).mean()
-        stats = {"loss/critic": critic_loss.detach(), "q/mean": q.detach().mean()}
-        if not self.actor_step():
-            return critic_loss, stats
-        actor_q = torch.func.functional_call(self.critic, frozen(self.critic), (observation, self.actor(observation)))
-        actor_loss = -actor_q[0].mean()
-        stats["loss/actor"] = actor_loss.detach()
-        return critic_loss + actor_loss, stats
+        return critic_loss, {"loss/critic": critic_loss.detach(), "q/mean": q.detach().mean()}
+
+    def _actor_loss(self, observation: torch.Tensor) -> torch.Tensor:
+        """``-mean Q_1(s, mu(s))``, the critic's weights held fixed (the gradient reaches the actor only)."""
+        first = self.critic.nets[0]
+        q1 = torch.func.functional_call(first, frozen(first), (torch.cat([observation, self.actor(observation)], -1),))
+        return -q1.mean()
 
     def after_step(self) -> None:
         if self.actor_step():
