@@ -19,7 +19,8 @@ Both sides use one evaluation rule: the greedy policy, 20 episodes side by side,
 frames, evaluation time counted, evaluated AFTER the update that follows the frames collected (SB3: in
 ``_on_rollout_start``, which runs after ``train()``; its ``_on_step`` fires before the update). Seeds
 start at 100: no preset was tuned on them (tuning seeds are listed in each preset's header). Each run is
-its own child process, one after another (never two at once), on one torch thread; the training clock
+its own child process, one after another (never two at once), on one torch thread and pinned to one CPU
+(``one_core``: every thread any library starts shares that core, rlpilot's curve helper included); the training clock
 runs from the start of training to the solved evaluation, the process clock from the command to exit.
 rlpilot's rows run its CLI (``python -m rlpilot.cli train PRESET --set ...``), so their whole process is
 what a user of the command waits for: imports, training, the curve, doctor's lines, exit (the CLI skips
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -449,6 +451,17 @@ def workers(task: Task) -> dict:
 WORKERS = {name: fn for task in TASKS.values() for name, fn in workers(task).items()}
 
 
+PINNED_CPU = 0
+
+
+def one_core() -> None:
+    """Every child (rlpilot and each peer) runs pinned to one CPU: the same thread budget on both sides, whatever
+    threads a library starts (XLA's runtime and Eigen pools, torch's inter-op pool, Ray's and gymnasium's none
+    here). Without the pin SBX's runs used 1.4x their wall time in CPU seconds on this 2-core machine (2026-12-01)."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {PINNED_CPU})
+
+
 def run_child(
     name: str,
     seed: int,
@@ -482,7 +495,7 @@ def run_child(
         ]
     )
     start, cpu_start = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout, preexec_fn=one_core)
     process_s = time.perf_counter() - start
     cpu_end = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds: robust to other load on the machine
     cpu_s = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
