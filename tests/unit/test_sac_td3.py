@@ -316,3 +316,56 @@ def test_checkpoint_round_trip_continues_identically(algo):
     assert torch.equal(action_a, action_b)
     for a, b in zip(params_a, params_b):
         assert torch.equal(a, b)
+
+
+def transitions(rows: int, seed: int) -> TensorDict:
+    g = torch.Generator().manual_seed(seed)
+    return TensorDict(
+        {
+            "observation": torch.randn(rows, 3, generator=g),
+            "action": torch.rand(rows, 1, generator=g),
+            ("next", "observation"): torch.randn(rows, 3, generator=g),
+            ("next", "reward"): torch.randn(rows, 1, generator=g),
+            ("next", "terminated"): torch.rand(rows, 1, generator=g) < 0.1,
+            ("next", "done"): torch.rand(rows, 1, generator=g) < 0.2,
+        },
+        batch_size=[rows],
+    )
+
+
+def test_replay_is_torchrls_buffer_row_for_row_and_loads_its_checkpoints():
+    """The plain-tensor replay (the hot path's) against TorchRL's TensorDictReplayBuffer + LazyTensorStorage +
+    RandomSampler it replaced: the same rows written round robin (the capacity wraps), the same minibatches drawn
+    from the same generator state, and a checkpoint of TorchRL's buffer loaded and continued."""
+    from torchrl.data import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
+
+    from rlpilot.control.algos.offpolicy import Replay
+    from rlpilot.control.collect import TRANSITION_KEYS
+
+    theirs = TensorDictReplayBuffer(storage=LazyTensorStorage(50), sampler=RandomSampler())
+    ours = Replay(50, torch.device("cpu"))
+    for step, rows in enumerate((1, 7, 30, 1, 25, 3)):  # 67 rows: the write wraps
+        batch = transitions(rows, step)
+        theirs.extend(batch.select(*TRANSITION_KEYS))
+        ours.extend(batch)
+        assert len(ours) == len(theirs)
+    torch.manual_seed(3)
+    expected = theirs.sample(64)
+    torch.manual_seed(3)
+    drawn = torch.cat(list(ours.minibatches(16, 4)))
+    for key in TRANSITION_KEYS:
+        assert torch.equal(drawn[key], expected[key])
+    state = theirs.state_dict()
+    state.pop("_sampler")
+    resumed = Replay(50, torch.device("cpu"))
+    resumed.load_state_dict(torch.load(io.BytesIO(_saved(state)), weights_only=True))
+    assert resumed.state_dict()["_writer"] == ours.state_dict()["_writer"]
+    for key, value in ours.state_dict()["_storage"]["_storage"].items():
+        assert torch.equal(resumed.state_dict()["_storage"]["_storage"][key], value)
+    assert torch.equal(ours.state_dict()["_storage"]["_storage"]["index"], state["_storage"]["_storage"]["index"])
+
+
+def _saved(state: dict) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
