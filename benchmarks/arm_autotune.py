@@ -108,7 +108,7 @@ def optuna_search(trials: int, seed: int) -> dict:
 def summary(result: dict) -> str:
     lines = [
         "Relay auto-tune per arm (two relays), scores: mean return on the tuning episodes (higher is better);"
-        " grid: arm_gains.py's gains for that arm (oracle),",
+        " grid: arm_gains.py's gains for that arm (oracle):",
         "| condition | kp | kd | ki | PD | PID | grid PD | grid PID | ZN PID, 1st relay | arm s | wall s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
