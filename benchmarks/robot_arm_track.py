@@ -1,15 +1,17 @@
 """The arm tracking comparison (issue 18): classical controllers and RL on rlpilot/ReacherTrack-v0, per condition.
 
 Rows: PD and PID with the gains tuned on the nominal arm (what a commissioning engineer ships), PD and PID
-"oracle" (gains re-tuned for each condition: benchmarks/arm_gains.py), and every group of trained runs given
-(RL alone, residual RL on PD; each group one run per training seed). Columns per condition: tracking RMSE,
-max error, final error (mm), motor effort (mean |a|^2 of what the motors got), smoothness (mean |a_t -
-a_{t-1}|^2) and return. Every row plays the same ``--episodes`` episodes (seeds 12345.., disjoint from the
-tuning seeds 0-31). An RL group's cell is the IQM over its runs of each run's mean, with a 95% bootstrap
-interval over runs.
+"oracle" (gains re-tuned for each condition: benchmarks/arm_gains.py), with ``--autotune`` the automatic
+tuners' (benchmarks/arm_autotune.py: relay auto-tune on each arm, Optuna on randomised dynamics), and every
+group of trained runs given (RL alone, residual RL on PD; each group one run per training seed). Columns per
+condition: tracking RMSE, max error, final error (mm), motor effort (mean |a|^2 of what the motors got),
+smoothness (mean |a_t - a_{t-1}|^2) and return. Every row plays the same ``--episodes`` episodes (seeds
+12345.., disjoint from the tuning seeds 0-31). An RL group's cell is the IQM over its runs of each run's mean,
+with a 95% bootstrap interval over runs.
 
     python benchmarks/robot_arm_track.py --group "residual SAC=runs/res-s*" --group "SAC=runs/sac-s*" \\
-        [--episodes 100] [--conditions nominal,delay] [--out benchmarks/results/robot_arm_track-DATE.json]
+        [--autotune benchmarks/results/arm_autotune-DATE.json] [--episodes 100] [--conditions nominal,delay] \\
+        [--out benchmarks/results/robot_arm_track-DATE.json]
     python benchmarks/robot_arm_track.py --figure runs/res-s0 --figure-condition all   # the path figure
 """
 
@@ -85,7 +87,22 @@ def tuned(entry: dict) -> tuple[TrackPD, TrackPID]:
     return TrackPD(kp=pd["kp"], kd=pd["kd"]), TrackPID(kp=pid["kp"], kd=pid["kd"], ki=pid["ki"])
 
 
-def classical_rows(gains: dict, condition: str, kwargs: dict, episodes: int, seed: int) -> dict[str, dict]:
+def autotuned(autotune: dict, condition: str) -> dict[str, TrackPD]:
+    """The rows of an arm_autotune result: the relay auto-tune's PD and PID on this condition's arm (tuned on
+    it by the relay experiment, as a commissioning engineer would), and the PID Optuna found on randomised
+    dynamics."""
+    relay = autotune["relay"][condition]
+    search = {name: autotune["optuna"]["pid"][name] for name in ("kp", "kd", "ki")}
+    return {
+        "PD relay auto-tune (per arm)": TrackPD(**relay["pd"]),
+        "PID relay auto-tune (per arm)": TrackPID(**relay["pid"]),
+        "PID Optuna (randomised arm)": TrackPID(**search),
+    }
+
+
+def classical_rows(
+    gains: dict, condition: str, kwargs: dict, episodes: int, seed: int, autotune: dict | None = None
+) -> dict[str, dict]:
     controllers = {
         "PD (nominal gains)": TrackPD(**TRACK_GAINS),
         "PID (nominal gains)": TrackPID(**TRACK_PID_GAINS),
@@ -97,6 +114,8 @@ def classical_rows(gains: dict, condition: str, kwargs: dict, episodes: int, see
     oracle_pd, oracle_pid = tuned(gains["gains"][condition])
     controllers["PD oracle (gains for this condition)"] = oracle_pd
     controllers["PID oracle (gains for this condition)"] = oracle_pid
+    if autotune is not None:
+        controllers.update(autotuned(autotune, condition))
     return {name: play_controller(controller, kwargs, episodes, seed) for name, controller in controllers.items()}
 
 
@@ -211,6 +230,12 @@ def main() -> int:
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
     parser.add_argument("--gains", default=None, help="arm_gains result (default: the newest)")
     parser.add_argument(
+        "--autotune",
+        metavar="FILE",
+        default=None,
+        help="arm_autotune result: adds the relay auto-tune (per arm) and the Optuna-searched PID rows",
+    )
+    parser.add_argument(
         "--reuse",
         metavar="FILE",
         action="append",
@@ -231,6 +256,7 @@ def main() -> int:
         Path(args.gains) if args.gains else sorted((ROOT / "benchmarks" / "results").glob("arm_gains-*.json"))[-1]
     )
     gains = json.loads(gains_path.read_text())
+    autotune = json.loads(Path(args.autotune).read_text()) if args.autotune else None
     groups = {}
     for item in args.group:
         name, _, pattern = item.partition("=")
@@ -244,10 +270,13 @@ def main() -> int:
         "seed": args.seed,
         "conditions": {},
     }
+    if args.autotune:
+        where = Path(args.autotune).resolve()
+        result["autotune"] = str(where.relative_to(ROOT) if where.is_relative_to(ROOT) else where)
     reused = [reusable(Path(path), args, set(groups)) for path in args.reuse]
     for condition in args.conditions.split(","):
         kwargs = CONDITIONS[condition]
-        rows = classical_rows(gains, condition, kwargs, args.episodes, args.seed)
+        rows = classical_rows(gains, condition, kwargs, args.episodes, args.seed, autotune)
         for earlier in reused:
             for name in earlier["groups"]:
                 rows[name] = earlier["conditions"][condition][name]

@@ -607,7 +607,10 @@ def robot_arm_track_table(path: Path) -> str:
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + (
         f"\n\n{data['episodes']} episodes per row (seeds {data['seed']}-{data['seed'] + data['episodes'] - 1}); "
-        f"RL groups: {track_groups(data)}; gains from `{data['gains']}`. " + source_line(path, data["stamp"])
+        f"RL groups: {track_groups(data)}; gains from `{data['gains']}`"
+        + (f" and `{data['autotune']}`" if "autotune" in data else "")
+        + ". "
+        + source_line(path, data["stamp"])
     )
 
 
