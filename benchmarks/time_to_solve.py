@@ -9,11 +9,14 @@ Pendulum-v1 (solved: greedy mean >= -200). Peers, all with the Zoo's hyperparame
 - ``cleanrl``: single-file PyTorch PPO and DQN in CleanRL's style (benchmarks/peers/cleanrl_*.py; PPO and
   DQN only).
 
-Two arms for every task (docs/benchmarks.md):
+Three arms for every task (docs/benchmarks.md):
 
 - ``preset``: rlpilot's preset against SB3 with the Zoo's settings: what a user of each gets;
 - ``same``: rlpilot run with the Zoo's exact hyperparameters, network and env count (``SAME_SETTINGS``),
-  against the same SB3 run: implementation speed, nothing else.
+  against the same SB3 run: implementation speed, nothing else;
+- ``sbx``: the same settings and SBX's computation where SBX's implementation differs from SB3's
+  (``SBX_COMPUTATION``: Flax's init; TD3's every-update targets and min-of-twins actor): the arm to read against
+  SBX.
 
 Both sides use one evaluation rule: the greedy policy, 20 episodes side by side, every ``eval_every``
 frames, evaluation time counted, evaluated AFTER the update that follows the frames collected (SB3: in
@@ -173,6 +176,18 @@ SAME_SETTINGS = {
 }
 
 
+# The "sbx" arm: the same settings, and SBX's computation where SBX's implementation differs from SB3's (sbx 0.28):
+# Flax's default init (lecun normal, zero biases) for every network it builds itself, and TD3's targets moving
+# after every critic update with the actor ascending the twins' minimum. SBX's PPO keeps SB3's orthogonal init (the
+# peer sets it, make_sb3). rlpilot's rows against SBX then time the same computation.
+SBX_COMPUTATION = {
+    "ppo": [],
+    "dqn": ["model.init=lecun"],
+    "sac": ["model.init=lecun"],
+    "td3": ["model.init=lecun", "td3.delay_targets=false", "td3.actor_q=min"],
+}
+
+
 @dataclass(frozen=True)
 class Task:
     algo: str
@@ -253,7 +268,11 @@ def worker_rlpilot(
 def rlpilot_cli(task: Task, arm: str, seed: int, args) -> tuple[list[str], Path]:
     """The command a user types, ``rlpilot train PRESET --set ...`` (as ``python -m rlpilot.cli``, the
     same entry point), and the run directory it writes: the whole process is the user's whole wait."""
-    overrides = tuple(SAME_SETTINGS[task.algo]) if arm == "same" else ()
+    overrides = {
+        "preset": (),
+        "same": tuple(SAME_SETTINGS[task.algo]),
+        "sbx": (*SAME_SETTINGS[task.algo], *SBX_COMPUTATION[task.algo]),
+    }[arm]
     settings = rlpilot_settings(
         seed, args.eval_every, args.budget, args.episodes, threshold=task.threshold, overrides=overrides
     )
@@ -623,7 +642,7 @@ def main() -> None:
     parser.add_argument("--algos", default="ppo,dqn", help="comma-separated: ppo, dqn, sac, td3")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=100, help="seeds no preset was tuned on start at 100")
-    parser.add_argument("--arms", default="preset,same", help="comma-separated: preset, same")
+    parser.add_argument("--arms", default="preset,same", help="comma-separated: preset, same, sbx")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated: sb3, sbx, cleanrl")
     parser.add_argument(
         "--sbx-python",

@@ -219,6 +219,26 @@ def update_cost_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def update_limit_table(path: Path) -> str:
+    """``update_cost.py --limit``: FLOPs, eager and compiled time, and the share of the matmul peak per update."""
+    data = json.loads(path.read_text())
+    lines = [
+        "| update | MFLOP | eager | compiled (after compiling) | compiling | its matmuls alone | "
+        "peak at those shapes | achieved | share of peak |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["limit"]:
+        compiled = f"{r['compiled_ms']:.2f} ms ({r['eager_ms'] / r['compiled_ms']:.2f}x)" if "compiled_ms" in r else "-"
+        compiling = f"{r['compile_s']:.1f} s" if "compile_s" in r else "-"
+        lines.append(
+            f"| {r['case']} | {r['mflops']:.1f} | {r['eager_ms']:.2f} ms | {compiled} | {compiling} | "
+            f"{r['matmul_alone_ms']:.2f} ms | {r['peak_gflops']:.0f} GFLOP/s | {r['achieved_gflops']:.0f} GFLOP/s | "
+            f"{r['share_of_peak']:.0%} |"
+        )
+    lines += ["", source_line(path, data["stamp"])]
+    return "\n".join(lines)
+
+
 def stays_solved_table(path: Path) -> str:
     data = json.loads(path.read_text())
     lines = [
@@ -853,6 +873,7 @@ def multiagent_spread_table(path: Path) -> str:
 SOURCES = {
     "time_to_solve": ("time_to_solve-*.json", time_to_solve_table),
     "update_cost": ("update_cost-*.json", update_cost_table),
+    "update_limit": ("update_cost-*.json", update_limit_table),
     "stays_solved": ("stays_solved-*.json", stays_solved_table),
     "fault_soak": ("fault_soak-*.json", fault_soak_table),
     "distributed_scaling": ("distributed_scaling-*.json", distributed_scaling_table),

@@ -369,3 +369,45 @@ def _saved(state: dict) -> bytes:
     buffer = io.BytesIO()
     torch.save(state, buffer)
     return buffer.getvalue()
+
+
+def test_td3_sbx_variant_moves_targets_every_update_and_ascends_the_smaller_twin():
+    """``td3.delay_targets=false`` and ``td3.actor_q=min`` (SBX's TD3): targets move after a critic-only update too,
+    and the actor's loss is ``-mean min_i Q_i(s, mu(s))``."""
+    algo, _ = make_algo("td3", "td3.delay_targets=false", "td3.actor_q=min")
+    perturb(algo.critic)
+    sample = minibatch(algo)
+    observation = sample["observation"]
+    with torch.no_grad():
+        expected = -algo.critic(observation, algo.actor(observation)).min(0).values.mean()
+        assert not torch.allclose(expected, -algo.critic(observation, algo.actor(observation))[0].mean())
+    torch.testing.assert_close(algo._actor_loss(observation).detach(), expected)
+    before = [p.clone() for p in algo.target_critic.parameters()]
+    algo.updates = 1  # a critic-only update (policy_delay 2)
+    assert not algo.actor_step()
+    algo.after_step()
+    assert any(not torch.equal(b, p) for b, p in zip(before, algo.target_critic.parameters()))
+    delayed, _ = make_algo("td3")
+    perturb(delayed.critic)
+    before = [p.clone() for p in delayed.target_critic.parameters()]
+    delayed.updates = 1
+    delayed.after_step()
+    assert all(torch.equal(b, p) for b, p in zip(before, delayed.target_critic.parameters()))
+
+
+def test_lecun_init_is_flaxs_default():
+    """``model.init=lecun``: every linear layer's weights truncated normal at 2 std with variance 1/fan-in (Flax's
+    ``lecun_normal``), biases zero; the default stays orthogonal."""
+    from rlpilot.control.models import mlp
+
+    torch.manual_seed(0)
+    config = load_config("sac-pendulum", overrides=["model.init=lecun", "model.hidden_sizes=[400, 300]"])
+    layers = [m for m in mlp(300, 200, config.model) if isinstance(m, nn.Linear)]
+    for layer in layers:
+        fan_in = layer.weight.shape[1]
+        assert torch.equal(layer.bias, torch.zeros_like(layer.bias))
+        assert abs(layer.weight.var().item() * fan_in - 1.0) < 0.05
+        assert layer.weight.abs().max().item() <= 2.0 / 0.87962566103423978 / fan_in**0.5 + 1e-6
+    orthogonal = mlp(300, 200, load_config("sac-pendulum").model)[0].weight
+    product = orthogonal @ orthogonal.T  # rows orthogonal, scaled by the hidden gain sqrt(2)
+    torch.testing.assert_close(product, 2 * torch.eye(product.shape[0]), atol=1e-4, rtol=0)

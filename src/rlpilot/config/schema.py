@@ -202,6 +202,10 @@ class ModelConfig:
     """CNN conv layers as ``[out_channels, kernel, stride]`` triples (ReLU after each). Empty: derived
     from the frame size: Nature-DQN's ``[[32, 8, 4], [64, 4, 2], [64, 3, 1]]`` for frames of 36 px and
     more, MinAtar's ``[[16, 3, 1]]`` for smaller ones."""
+    init: str = one_of("orthogonal", "orthogonal", "lecun")
+    """Initial weights of every linear layer: ``orthogonal`` (gain sqrt(2) on hidden layers and a small last layer,
+    as CleanRL and SB3's on-policy algorithms) or ``lecun`` (truncated normal of variance 1/fan-in, zero biases,
+    every layer alike: Flax's default, so SBX's networks)."""
     actor_inputs: list = int_items(factory=list)
     """PPO: the observation entries the actor reads (0-based, negative from the end), the critic reading them
     all: an asymmetric actor-critic (Pinto et al. 2018). A privileged teacher reads only the true dynamics
@@ -472,6 +476,12 @@ class TD3Config(OffPolicyConfig):
     exploration_noise: float = at_least(0.1, 0.0)
     """Std of the Gaussian added to the actor's action while collecting, as a fraction of the Box's
     half-width (the paper's and RL Zoo's 0.1); the sum is clipped into the Box."""
+    delay_targets: bool = True
+    """Move the target actor and critics (Polyak, ``tau``) only on actor updates, every ``policy_delay``-th (the
+    paper, SB3, TorchRL); false: after every critic update (SBX's TD3)."""
+    actor_q: str = one_of("q1", "q1", "min")
+    """What the actor ascends: the first critic ``Q_1(s, mu(s))`` (the paper, SB3) or the smaller of the twins
+    (``min``, SBX's TD3)."""
 
 
 @dataclass

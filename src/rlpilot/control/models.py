@@ -22,10 +22,23 @@ def mlp(in_features: int, out_features: int, cfg: ModelConfig, *, out_gain: floa
     layers.append(nn.Linear(width, out_features))
     for layer in layers:
         if isinstance(layer, nn.Linear):
-            gain = out_gain if layer is layers[-1] else 2**0.5
-            nn.init.orthogonal_(layer.weight, gain)
+            if cfg.init == "lecun":
+                lecun_normal_(layer.weight)
+            else:
+                nn.init.orthogonal_(layer.weight, out_gain if layer is layers[-1] else 2**0.5)
             nn.init.zeros_(layer.bias)
     return nn.Sequential(*layers)
+
+
+TRUNCATED_STD = 0.87962566103423978
+"""Std of a standard normal truncated to [-2, 2]: Flax's ``variance_scaling`` divides by it so the truncated
+draw keeps the variance asked for."""
+
+
+def lecun_normal_(weight: torch.Tensor) -> None:
+    """Flax's default kernel init, ``lecun_normal``: truncated normal (at 2 std) of variance 1/fan-in."""
+    std = (1.0 / weight.shape[1]) ** 0.5 / TRUNCATED_STD
+    nn.init.trunc_normal_(weight, std=std, a=-2 * std, b=2 * std)
 
 
 RESIDUAL_OUT_GAIN = 0.0

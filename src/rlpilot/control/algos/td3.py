@@ -86,13 +86,21 @@ class TD3(OffPolicyContinuous):
         return critic_loss, {"loss/critic": critic_loss.detach(), "q/mean": q.detach().mean()}
 
     def _actor_loss(self, observation: torch.Tensor) -> torch.Tensor:
-        """``-mean Q_1(s, mu(s))``, the critic's weights held fixed (the gradient reaches the actor only)."""
+        """``-mean Q_1(s, mu(s))`` (or the twins' minimum, ``td3.actor_q=min``), the critics' weights held fixed
+        (the gradient reaches the actor only)."""
+        action = self.actor(observation)
+        if self.cfg.actor_q == "min":
+            q = torch.func.functional_call(self.critic, frozen(self.critic), (observation, action))
+            return -q.min(0).values.mean()
         first = self.critic.nets[0]
-        q1 = torch.func.functional_call(first, frozen(first), (torch.cat([observation, self.actor(observation)], -1),))
+        q1 = torch.func.functional_call(first, frozen(first), (torch.cat([observation, action], -1),))
         return -q1.mean()
 
     def after_step(self) -> None:
-        if self.actor_step():
+        if not self.cfg.delay_targets:  # SBX: targets follow every critic update
+            polyak(self.target_critic, self.critic, self.cfg.tau)
+            polyak(self.target_actor, self.actor, self.cfg.tau)
+        elif self.actor_step():
             polyak(self.target_critic, self.critic, self.cfg.tau)
             polyak(self.target_actor, self.actor, self.cfg.tau)
 
