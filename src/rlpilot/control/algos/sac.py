@@ -1,7 +1,7 @@
 """SAC (Haarnoja et al. 2018, the version without a value network) for bounded continuous actions.
 
-Per collected batch (``learn``): write its transitions to a TorchRL ``TensorDictReplayBuffer``
-(``LazyTensorStorage``, uniform ``RandomSampler``) and, once ``learning_starts`` frames are in, run
+Per collected batch (``learn``): write its transitions to the uniform replay (:class:`offpolicy.Replay`, the
+computation of TorchRL's ``TensorDictReplayBuffer`` on plain tensors) and, once ``learning_starts`` frames are in, run
 ``frames x updates_per_frame`` gradient steps on minibatches drawn from it. Before that, ``act``
 draws actions uniformly from the env's Box.
 
