@@ -1,0 +1,38 @@
+"""The guard's update step: the library's clip and fused-Adam kernels without their Python bookkeeping, proven
+equal to ``clip_grad_norm_`` and ``Adam.step`` bit for bit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.mark.parametrize("max_norm", [0.05, float("inf")])
+def test_the_guards_clip_and_adam_step_are_the_librarys_bit_for_bit(max_norm):
+    """``guard.clip_grad_norm`` and ``guard.adam_step`` (the library's kernels called without its Python
+    bookkeeping) against ``clip_grad_norm_`` and ``Adam.step`` on twin networks: identical norms, parameters and
+    optimiser state over several steps, and a checkpoint of one optimiser loads into the other."""
+    from rlpilot.guard import adam_step, clip_grad_norm
+
+    torch.manual_seed(0)
+    nets = [torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)) for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+    optimizers = [torch.optim.Adam(net.parameters(), lr=3e-3, eps=1e-5, fused=True) for net in nets]
+    for step in range(5):
+        x = torch.randn(32, 5, generator=torch.Generator().manual_seed(step))
+        for net in nets:
+            net.zero_grad(set_to_none=True)
+            net(x).pow(2).mean().backward()
+        ours = clip_grad_norm(list(nets[0].parameters()), max_norm)
+        theirs = torch.nn.utils.clip_grad_norm_(list(nets[1].parameters()), max_norm, foreach=True)
+        assert torch.equal(ours, theirs)
+        adam_step(optimizers[0])
+        optimizers[1].step()
+        for a, b in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
+            assert torch.equal(a, b)
+    ours_state, theirs_state = optimizers[0].state_dict(), optimizers[1].state_dict()
+    assert ours_state["param_groups"] == theirs_state["param_groups"]
+    for index, state in theirs_state["state"].items():
+        for key, value in state.items():
+            assert torch.equal(ours_state["state"][index][key], value), key
+    optimizers[1].load_state_dict(ours_state)
