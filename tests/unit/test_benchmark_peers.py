@@ -24,3 +24,14 @@ def test_cleanrl_peers_copy_the_benchmarks_zoo_settings():
     tts = _load(BENCHMARKS / "time_to_solve.py")
     assert _load(BENCHMARKS / "peers" / "cleanrl_ppo.py").ZOO == tts.SB3_PPO_ZOO
     assert _load(BENCHMARKS / "peers" / "cleanrl_dqn.py").ZOO == tts.SB3_DQN_ZOO
+
+
+def test_every_arm_of_time_to_solve_is_a_valid_rlpilot_config():
+    """The same-settings and SBX-computation arms are settings a user could type: each loads and validates."""
+    from rlpilot.config import load_config
+
+    tts = _load(BENCHMARKS / "time_to_solve.py")
+    for algo, task in tts.TASKS.items():
+        for overrides in (tts.SAME_SETTINGS[algo], [*tts.SAME_SETTINGS[algo], *tts.SBX_COMPUTATION[algo]]):
+            load_config(task.preset, overrides=list(overrides)).validate()
+    assert load_config("td3-pendulum", overrides=tts.SBX_COMPUTATION["td3"]).td3.actor_q == "min"
