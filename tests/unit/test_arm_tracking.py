@@ -428,3 +428,34 @@ def test_a_privileged_observation_carries_the_true_dynamics_read_back_from_the_m
     assert len(seen) > 10  # disturbances present and absent in many combinations
     with pytest.raises(ValueError, match="obs_privileged"):
         make(obs_privileged="yes")
+
+
+def test_observation_history_across_a_partial_reset_of_the_vector_env():
+    """In rlpilot's vector env a partial reset (TorchRL's ``_reset`` mask) empties the history of the envs it resets
+    and only theirs: the others keep pairing their past motions with their commands."""
+    from tensordict import TensorDict
+
+    from rlpilot.config import EnvConfig
+    from rlpilot.envs import make_env
+
+    kwargs = {"obs_last_action": True, "obs_history": 2}
+    env = make_env(EnvConfig(id=ENV_ID, backend="sync", normalize_obs=False, kwargs=kwargs), num_envs=3, seed=0)
+    td = env.reset()
+    assert not td["observation"][:, 14:].any()
+    for command in ([0.3, -0.2], [-0.1, 0.4]):
+        td["action"] = torch.tensor([command] * 3, dtype=torch.float32)
+        td = env.step(td)["next"].exclude("reward", "done", "terminated", "truncated")
+    before = td["observation"].clone()
+    assert before[:, 14:].abs().sum(-1).gt(0).all()
+    mask = torch.tensor([[False], [True], [False]])
+    td = env.reset(td.update(TensorDict({"_reset": mask}, batch_size=[3])))
+    after = td["observation"].clone()
+    assert not after[1, 14:].any()  # the reset env starts with no past
+    assert torch.equal(after[0], before[0]) and torch.equal(after[2], before[2])  # the others are untouched
+    td["action"] = torch.tensor([[0.5, 0.1]] * 3)
+    stepped = env.step(td)["next", "observation"]
+    # the reset env's history now holds exactly its one step since the reset (its motion, no command yet), then zeros
+    assert torch.allclose(stepped[1, 14:18], torch.cat([after[1, 4:6], torch.zeros(2)]))
+    assert not stepped[1, 18:22].any()
+    assert stepped[0, 18:22].abs().sum() > 0  # an env that kept its past still has two steps of it
+    env.close()
