@@ -36,3 +36,30 @@ def test_the_guards_clip_and_adam_step_are_the_librarys_bit_for_bit(max_norm):
         for key, value in state.items():
             assert torch.equal(ours_state["state"][index][key], value), key
     optimizers[1].load_state_dict(ours_state)
+
+
+def test_training_flushes_subnormals_and_restores_the_mode_after():
+    """``train.flush_denormal`` (default on): inside the run a subnormal Adam moment is read as zero (the ~15x slow
+    path never runs); outside it IEEE subnormals are back (tests and notebooks share the process)."""
+    from rlpilot.config import load_config
+    from rlpilot.guard import adam_step
+    from rlpilot.loop.trainer import denormals_flushed, flushing_denormals
+
+    assert load_config("dqn-cartpole").train.flush_denormal is True
+    assert not flushing_denormals()
+
+    def moment_after_a_step() -> float:
+        p = torch.nn.Parameter(torch.ones(4))
+        p.grad = torch.zeros(4)
+        optimizer = torch.optim.Adam([p], fused=True)
+        optimizer.step()
+        optimizer.state[p]["exp_avg_sq"].fill_(1e-39)  # subnormal in float32
+        p.grad = torch.zeros(4)
+        adam_step(optimizer)
+        return float(optimizer.state[p]["exp_avg_sq"][0])
+
+    with denormals_flushed(True):
+        assert flushing_denormals()
+        assert moment_after_a_step() == 0.0
+    assert not flushing_denormals()
+    assert 0.0 < moment_after_a_step() < 1.2e-38

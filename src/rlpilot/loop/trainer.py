@@ -172,6 +172,7 @@ def _train(
     curve = curve_helper.start()  # imports matplotlib on the idle core while this one builds and trains
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(denormals_flushed(config.train.flush_denormal))
             if ray is not None:
                 stack.enter_context(ray_session(ray, config.collect.workers))
             return _build_and_run(
@@ -179,6 +180,23 @@ def _train(
             )
     finally:
         curve.close()
+
+
+def flushing_denormals() -> bool:
+    """Whether this thread's float arithmetic flushes subnormal numbers to zero now (x86 FTZ/DAZ)."""
+    return bool((torch.tensor([1e-30]) * 1e-10).item() == 0.0)
+
+
+@contextlib.contextmanager
+def denormals_flushed(enabled: bool):
+    """``train.flush_denormal``: subnormal floats read and written as zero for the run (``torch.set_flush_denormal``),
+    the previous mode restored after it (tests and notebooks share the process)."""
+    before = flushing_denormals()
+    torch.set_flush_denormal(enabled)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(before)
 
 
 def _build_and_run(
