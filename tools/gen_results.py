@@ -222,6 +222,8 @@ def update_cost_table(path: Path) -> str:
 def update_limit_table(path: Path) -> str:
     """``update_cost.py --limit``: FLOPs, eager and compiled time, and the share of the matmul peak per update."""
     data = json.loads(path.read_text())
+    if "limit" not in data:
+        return "Not measured yet (the newest update_cost result has no `--limit` rows)."
     lines = [
         "| update | MFLOP | eager | compiled (after compiling) | compiling | its matmuls alone | "
         "peak at those shapes | achieved | share of peak |",
