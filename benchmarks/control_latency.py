@@ -208,7 +208,8 @@ def main() -> None:
     results = {name: summary(np.concatenate(parts)) for name, parts in times.items()}
 
     state = signature.get("state") or {}
-    state_line = f"state: {state['size']} numbers fed back" if state else "no state"
+    carried = [f"{given['name']} {given['shape']}" for given in signature["inputs"][1:]]
+    state_line = f"state fed back: {', '.join(carried)}" if carried else "no state"
     body = [
         f"# artifacts: {folder} ({signature['env']['id']}, {signature['run']}, {signature['frames']} frames; "
         f"{state_line})",
@@ -234,6 +235,7 @@ def main() -> None:
         "run": signature["run"],
         "env": signature["env"]["id"],
         "state_size": state.get("size", 0),
+        "state_inputs": signature["inputs"][1:],
         "observations": len(rows),
         "max_action_difference": agreement,
         "target_p99_us": TARGET_P99_US,

@@ -73,7 +73,9 @@ def report(result: dict, *, hz: float) -> list[str]:
     sim = whole - controller
     resets = result["resets"]
     steps = len(whole)
-    missed = int((result["step_done"] > period).sum())
+    late_steps = result["step_done"] > period
+    missed = int(late_steps.sum())
+    released_late = int((late_steps & (whole <= period)).sum())  # the step fit a period but started too late
     missed_controller = int((result["controller_done"] > period).sum())
     overrun = max(0, int((result["step_done"] - period).max()))
 
@@ -85,6 +87,8 @@ def report(result: dict, *, hz: float) -> list[str]:
         f"fixed-rate loop: {hz:g} Hz (period {period / 1e3:.0f} us), {steps} steps",
         f"missed deadlines: {missed} of {steps} steps ({100 * missed / steps:.2f}%; "
         f"controller alone: {missed_controller})",
+        f"  of which released late (after an earlier overrun or a late wake-up), the step itself under a period: "
+        f"{released_late}",
         f"worst overrun: {overrun / 1e3:.0f} us past the deadline",
         f"controller compute: {us(controller)}",
         f"sim step (MuJoCo): {us(sim)}",

@@ -65,24 +65,26 @@ def test_fixed_rate_example_runs_1khz_without_torch_and_counts_missed_deadlines(
 
 
 def test_fixed_rate_report_counts_by_hand():
-    """Period 1 ms; four steps, times from each release in ns. Step 1's controller finishes 0.1 ms late, step 3's
-    sim step finishes 2 ms late: two misses, one by the controller alone; the worst overrun 2 ms."""
+    """Period 1 ms; five steps, times from each release in ns. Step 1's controller finishes 0.1 ms late, step 3's
+    sim step 2 ms late, step 4 is released 0.9 ms late and takes 0.2 ms: three misses, one by the controller alone,
+    one by a late release alone; the worst overrun 2 ms."""
     result = {
         "period": 1_000_000,
-        "late": np.array([0, 0, 50_000, 0]),
-        "controller_done": np.array([100_000, 1_100_000, 150_000, 300_000]),
-        "step_done": np.array([500_000, 1_500_000, 999_000, 3_000_000]),
+        "late": np.array([0, 0, 50_000, 0, 900_000]),
+        "controller_done": np.array([100_000, 1_100_000, 150_000, 300_000, 950_000]),
+        "step_done": np.array([500_000, 1_500_000, 999_000, 3_000_000, 1_100_000]),
         "resets": np.array([4_000_000]),
     }
     lines = report(result, hz=1000)
-    assert lines[1] == "missed deadlines: 2 of 4 steps (50.00%; controller alone: 1)"
-    assert lines[2] == "worst overrun: 2000 us past the deadline"
-    # controller compute from each step's start: 100, 1100, 100, 300 us; whole: 500, 1500, 949, 3000 us
-    assert lines[3].startswith("controller compute: p50 200 us") and lines[3].endswith("max 1100 us")
-    assert lines[5].endswith("max 3000 us")
-    sim_share = (400 + 400 + 849 + 2700) / (500 + 1500 + 949 + 3000)
-    assert lines[6] == f"sim share of the whole step: {100 * sim_share:.0f}% (of the summed time)"
-    assert "episode resets: 1 " in lines[8] and lines[8].endswith("max 4000 us")
+    assert lines[1] == "missed deadlines: 3 of 5 steps (60.00%; controller alone: 1)"
+    assert lines[2].endswith("the step itself under a period: 1")
+    assert lines[3] == "worst overrun: 2000 us past the deadline"
+    # controller compute from each step's start: 100, 1100, 100, 300, 50 us; whole: 500, 1500, 949, 3000, 200 us
+    assert lines[4] == "controller compute: p50 100 us, p99 1068 us, max 1100 us"
+    assert lines[6].endswith("max 3000 us")
+    sim_share = (400 + 400 + 849 + 2700 + 150) / (500 + 1500 + 949 + 3000 + 200)
+    assert lines[7] == f"sim share of the whole step: {100 * sim_share:.0f}% (of the summed time)"
+    assert "episode resets: 1 " in lines[9] and lines[9].endswith("max 4000 us")
 
 
 def test_latency_benchmark_writes_ordered_percentiles_for_both_artifacts(arm_run, tmp_path):
