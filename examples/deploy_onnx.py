@@ -6,7 +6,8 @@
 Needs only numpy, onnxruntime and gymnasium. The JSON signature beside the model names the env and
 says how the output decodes (an action index, or a value inside the Box bounds). A controller with state
 (a residual policy on the PID: its integral) has a second input and output: the state starts at zeros
-each episode and each step's ``next_state`` goes back in as ``state``.
+each episode and each step's ``next_state`` goes back in as ``state``. ``OnnxController`` and
+``make_env`` are the parts to reuse (``examples/fixed_rate.py`` runs the same controller at a fixed rate).
 """
 
 from __future__ import annotations
@@ -42,7 +43,63 @@ def make(spec: dict) -> gym.Env:
             env = env_class(**spec["kwargs"])
             steps = spec["max_episode_steps"]
             return gym.wrappers.TimeLimit(env, steps) if steps else env
+    if spec["id"].startswith("rlpilot/"):  # rlpilot's own envs (the arm): numpy + gymnasium, no torch
+        from rlpilot.envs.arm.env import register_envs
+
+        register_envs()
     return gym.make(spec["id"], max_episode_steps=spec["max_episode_steps"], **spec["kwargs"])
+
+
+def one_thread() -> onnxruntime.SessionOptions:
+    """Session options for a control loop at batch 1: one thread, operators run in order (no thread pool to
+    wake, nothing to contend with the loop for the core)."""
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    return options
+
+
+class OnnxController:
+    """An exported policy as one call per control step: ``controller(observation)`` is the env action for one
+    observation. The inputs after the observation are the controller's state (the PID's integral, a history
+    window): each starts at the signature's ``state.initial`` (zeros) with the shape the signature gives it,
+    and each output ``next_<name>`` goes back in as ``<name>`` at the next step; ``reset()`` at an episode's
+    start. Nothing here knows the state's size or meaning: any artifact ``rlpilot export`` writes, with or
+    without state, runs the same way."""
+
+    def __init__(self, model: str | Path, options: onnxruntime.SessionOptions | None = None):
+        self.signature = json.loads(Path(f"{model}.json").read_text())
+        self.session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self.discrete = self.signature["action"]["type"] == "discrete"
+        self.state_inputs = self.signature["inputs"][1:]
+        self.outputs = [given["name"] for given in self.signature["outputs"]]  # action, then next_<state input>
+        self.carried = [name.removeprefix("next_") for name in self.outputs[1:]]
+        self.reset()
+
+    def reset(self) -> None:
+        """The state at an episode's start (the signature's ``state.initial``, zeros)."""
+        initial = (self.signature.get("state") or {}).get("initial", 0.0)
+        self.feed = {
+            given["name"]: np.full([1 if d == "batch" else d for d in given["shape"]], initial, np.float32)
+            for given in self.state_inputs
+        }
+
+    def raw(self, row: np.ndarray) -> np.ndarray:
+        """The model's output for one flat float32 row ``[1, obs_dim]``, its state carried: one ``session.run``."""
+        self.feed["observation"] = row
+        action, *next_state = self.session.run(self.outputs, self.feed)
+        self.feed.update(zip(self.carried, next_state))
+        return action
+
+    def __call__(self, observation):
+        action = self.raw(flatten(observation)[None, :])
+        if self.discrete:  # an index, or a one-hot row (signature["action"]["encoding"])
+            return int(np.argmax(action[0])) if np.ndim(action[0]) else int(action[0])
+        return action[0]
+
+    def make_env(self) -> gym.Env:
+        return make(self.signature["env"])
 
 
 def main() -> None:
@@ -52,33 +109,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    signature = json.loads(Path(args.model + ".json").read_text())
-    session = onnxruntime.InferenceSession(args.model, providers=["CPUExecutionProvider"])
-    spec = signature["env"]
-    if spec["id"].startswith("rlpilot/"):  # rlpilot's own envs (the arm): numpy + gymnasium, no torch
-        from rlpilot.envs.arm.env import register_envs
-
-        register_envs()
-    env = make(spec)
-    discrete = signature["action"]["type"] == "discrete"
-    state_size = (signature.get("state") or {}).get("size", 0)
+    controller = OnnxController(args.model)
+    env = controller.make_env()
     returns = []
     for episode in range(args.episodes):
         observation, _ = env.reset(seed=args.seed + episode)
-        state = np.zeros((1, state_size), np.float32)
+        controller.reset()
         total, done = 0.0, False
         while not done:
-            feed = {"observation": flatten(observation)[None, :]}
-            if state_size:
-                feed["state"] = state
-                action, state = session.run(None, feed)
-            else:
-                (action,) = session.run(None, feed)
-            if discrete:  # an index, or a one-hot row (signature["action"]["encoding"])
-                action = int(np.argmax(action[0])) if np.ndim(action[0]) else int(action[0])
-            else:
-                action = action[0]
-            observation, reward, terminated, truncated, _ = env.step(action)
+            observation, reward, terminated, truncated, _ = env.step(controller(observation))
             total += float(reward)
             done = terminated or truncated
         returns.append(total)
