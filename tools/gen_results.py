@@ -29,7 +29,11 @@ TARGETS = (
     ROOT / "docs" / "your-controller.md",
     ROOT / "docs" / "distributed.md",
 )
-ARM_NAMES = {"preset": "preset vs preset (what a user gets)", "same": "same settings (implementation speed)"}
+ARM_NAMES = {
+    "preset": "preset vs preset (what a user gets)",
+    "same": "same settings (implementation speed)",
+    "sbx": "same settings, SBX's computation",
+}
 
 
 def newest(pattern: str) -> Path | None:
@@ -894,6 +898,7 @@ SOURCES = {
     "startup_line": ("startup-*.json", startup_line),
     "time_to_solve_summary": ("time_to_solve-*.json", time_to_solve_summary),
     "time_to_solve_ppo20": ("time_to_solve_ppo20-*.json", time_to_solve_table),
+    "time_to_solve_sbx": ("time_to_solve_sbx-*.json", time_to_solve_table),
     "demo_holds": ("demo_holds-*.json", demo_holds_table),
     "seed_runs_minatar": ("seed_runs-ppo-minatar-breakout-*.json", seed_runs_table),
     "seed_runs_grpo": ("seed_runs-grpo-reverse-*.json", seed_runs_table),

@@ -312,7 +312,8 @@ class TrainConfig:
     (2026-12-03). Numbers change only below 1.2e-38; ``false`` keeps IEEE subnormals."""
     compile: str = one_of("auto", "auto", "on", "off")
     """The update's loss through ``torch.compile`` (inductor; its backward compiled with it): ``auto`` on CUDA
-    only (on CPU every measured update was as fast or faster eager: docs/results.md, "Compiled updates"), ``on``
+    only (on CPU a compiled update ran within ~15% of eager either way and a cold compile took 3.5-19 s:
+    docs/results.md, "Compiled updates and the physical limit"), ``on``
     wherever asked, ``off`` never. Compiled code is cached per user (``~/.cache/rlpilot/inductor``); the first
     call's seconds are logged as ``compile/<loss>_s``. Control algorithms (PPO, MAPPO/IPPO, DQN, SAC, TD3)."""
     log_every_frames: int = positive(2_048)

@@ -5,11 +5,12 @@ program for its elementwise work around the library's matrix multiplies, and the
 the same way. The optimiser step stays fused Adam and the guard's checks stay eager (they decide in Python whether
 an update is applied).
 
-``auto`` compiles on CUDA only. The rule is measured, not assumed: on this project's 2-core CPU machine every
-update ran at the same speed or slower compiled than eager (``python benchmarks/update_cost.py --compare-compile``:
-DQN 256-256, TD3 400-300, SAC 256-256, PPO 64-64), the matrix multiplies being most of the time and inductor
-calling the same ones, while compiling costs seconds per loss. ``on`` compiles wherever asked (a CPU whose
-update is dominated by elementwise work may gain); ``off`` never does.
+``auto`` compiles on CUDA only. The rule is measured, not assumed (``python benchmarks/update_cost.py --limit``,
+docs/results.md "Compiled updates and the physical limit"): on this project's 2-core CPU machine a compiled update
+ran within about 15% of the eager one either way (two runs on 2026-12-03: the small networks 5-13% faster in one,
+DQN's and SAC 64-64's slower in the other; the Zoo's SAC 256-256 and TD3 400-300 slower in both, their matrix
+multiplies being most of the time and inductor calling the same ones), while a cold compile costs 3.5-19 s per
+algorithm. ``on`` compiles wherever asked; ``off`` never does.
 
 Compiled code is cached across runs and resumes in inductor's FX-graph cache, kept in a per-user folder
 (``$XDG_CACHE_HOME/rlpilot/inductor``, else ``~/.cache/rlpilot/inductor``) unless ``TORCHINDUCTOR_CACHE_DIR`` says
