@@ -124,21 +124,21 @@ PLAIN_FUSED_ADAM = {
 
 
 def adam_step(optimizer: torch.optim.Optimizer) -> None:
-    """``optimizer.step()``; for a fused Adam (no amsgrad, maximize, capturable or differentiable), its fused kernel
-    called directly on the optimiser's own state (created as ``Adam`` creates it), group by group."""
+    """``optimizer.step()``; for a fused Adam (no amsgrad, maximize, capturable or differentiable) whose groups each
+    hold one device and dtype, its fused kernel called directly on the optimiser's own state (created as ``Adam``
+    creates it), group by group. The check comes first: a step is either all library or all direct."""
     groups = optimizer.param_groups
-    if type(optimizer) is not torch.optim.Adam or any(
-        group.get(key) != value for group in groups for key, value in PLAIN_FUSED_ADAM.items()
+    if (
+        type(optimizer) is not torch.optim.Adam
+        or any(group.get(key) != value for group in groups for key, value in PLAIN_FUSED_ADAM.items())
+        or any(len({(p.device, p.dtype) for p in group["params"]}) > 1 for group in groups)
     ):
         optimizer.step()
         return
     with torch.no_grad():
         for group in groups:
             params = [p for p in group["params"] if p.grad is not None]
-            if not params or len({(p.device, p.dtype) for p in params}) != 1:
-                if params:
-                    optimizer.step()  # several devices or dtypes: the library's grouping
-                    return
+            if not params:
                 continue
             states = [optimizer.state[p] for p in params]
             for param, state in zip(params, states):

@@ -63,3 +63,26 @@ def test_training_flushes_subnormals_and_restores_the_mode_after():
         assert moment_after_a_step() == 0.0
     assert not flushing_denormals()
     assert 0.0 < moment_after_a_step() < 1.2e-38
+
+
+def test_an_adam_with_a_group_of_mixed_dtypes_steps_once_through_the_library():
+    """A group the direct path cannot take (two dtypes) sends the whole step to ``Adam.step``: no group is stepped
+    twice (the fused kernel first, then the library)."""
+    from rlpilot.guard import adam_step
+
+    torch.manual_seed(0)
+    make = lambda: [torch.nn.Parameter(torch.randn(3)), torch.nn.Parameter(torch.randn(3, dtype=torch.float64))]  # noqa: E731
+    ours, theirs = make(), make()
+    for a, b in zip(ours, theirs):
+        b.data.copy_(a.data)
+    first, second = [torch.nn.Parameter(torch.randn(4)) for _ in range(2)]
+    second.data.copy_(first.data)
+    opt_ours = torch.optim.Adam([{"params": [first]}, {"params": ours}], lr=0.1, fused=True)
+    opt_theirs = torch.optim.Adam([{"params": [second]}, {"params": theirs}], lr=0.1, fused=True)
+    for p in [first, second, *ours, *theirs]:
+        p.grad = torch.ones_like(p)
+    adam_step(opt_ours)
+    opt_theirs.step()
+    assert torch.equal(first, second)
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a, b)

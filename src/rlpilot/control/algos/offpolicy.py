@@ -47,6 +47,10 @@ def frozen(module: nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.detach() for name, p in module.named_parameters()}
 
 
+COLUMNS = tuple((key,) if isinstance(key, str) else tuple(key) for key in TRANSITION_KEYS)
+"""The replay's columns: the transition keys as tuples (nested keys of a TensorDict, "."-joined in checkpoints)."""
+
+
 class Replay:
     """Uniform replay: one preallocated tensor per transition key, written round robin, sampled with replacement.
 
@@ -62,7 +66,7 @@ class Replay:
     def __init__(self, capacity: int, device: torch.device):
         self.capacity = capacity
         self.device = device
-        self.columns: dict[tuple[str, ...], torch.Tensor] = {}
+        self.columns: dict[tuple[str, ...], torch.Tensor] = {}  # keyed by COLUMNS
         self.cursor = 0
         self.write_count = 0
 
@@ -73,17 +77,17 @@ class Replay:
         flat = batch.reshape(-1)
         rows = flat.shape[0]
         if not self.columns:
-            for key in TRANSITION_KEYS:
+            for key in COLUMNS:
                 value = flat.get(key)
-                self.columns[key_tuple(key)] = torch.zeros(
+                self.columns[key] = torch.zeros(
                     (self.capacity, *value.shape[1:]), dtype=value.dtype, device=self.device
                 )
         if self.cursor + rows <= self.capacity:  # one slice per key (every write but the one that wraps)
             where: slice | torch.Tensor = slice(self.cursor, self.cursor + rows)
         else:
             where = (self.cursor + torch.arange(rows)) % self.capacity
-        for key in TRANSITION_KEYS:
-            self.columns[key_tuple(key)][where] = flat.get(key)
+        for key in COLUMNS:
+            self.columns[key][where] = flat.get(key)
         self.cursor = (self.cursor + rows) % self.capacity
         self.write_count += rows
 
@@ -115,14 +119,10 @@ class Replay:
         storage = state["_storage"]
         self.columns = {}
         if storage.get("initialized"):
-            for key in TRANSITION_KEYS:
-                self.columns[key_tuple(key)] = storage["_storage"][".".join(key_tuple(key))].to(self.device)
+            for key in COLUMNS:
+                self.columns[key] = storage["_storage"][".".join(key)].to(self.device)
         self.cursor = int(state["_writer"]["_cursor"])
         self.write_count = int(state["_writer"].get("_write_count", storage.get("_len", 0)))
-
-
-def key_tuple(key: str | tuple[str, ...]) -> tuple[str, ...]:
-    return (key,) if isinstance(key, str) else tuple(key)
 
 
 class OffPolicyContinuous(ABC):

@@ -97,10 +97,7 @@ class TD3(OffPolicyContinuous):
         return -q1.mean()
 
     def after_step(self) -> None:
-        if not self.cfg.delay_targets:  # SBX: targets follow every critic update
-            polyak(self.target_critic, self.critic, self.cfg.tau)
-            polyak(self.target_actor, self.actor, self.cfg.tau)
-        elif self.actor_step():
+        if self.actor_step() or not self.cfg.delay_targets:  # SBX's TD3: targets follow every critic update
             polyak(self.target_critic, self.critic, self.cfg.tau)
             polyak(self.target_actor, self.actor, self.cfg.tau)
 
