@@ -273,6 +273,7 @@ def rlpilot_cli(task: Task, arm: str, seed: int, args) -> tuple[list[str], Path]
         "same": tuple(SAME_SETTINGS[task.algo]),
         "sbx": (*SAME_SETTINGS[task.algo], *SBX_COMPUTATION[task.algo]),
     }[arm]
+    overrides = (*overrides, *args.set)
     settings = rlpilot_settings(
         seed, args.eval_every, args.budget, args.episodes, threshold=task.threshold, overrides=overrides
     )
@@ -648,6 +649,13 @@ def main() -> None:
         "--sbx-python",
         help=f"interpreter with SBX installed (default: {SBX_PYTHON.relative_to(SBX_PYTHON.parents[2])} "
         "when it exists: make bench-sbx-venv); the SBX rows are skipped without one",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting added to every rlpilot arm (e.g. train.compile=off); repeatable",
     )
     parser.add_argument("--episodes", type=int, default=20, help="greedy episodes per evaluation")
     parser.add_argument("--out", help="result file (stamped); default: print only")

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -157,34 +159,19 @@ def learner_update(preset: str, overrides: list[str], compile_setting: str):
         with torch.no_grad():
             gae(batch, algo.critic_net, config.ppo.gamma, config.ppo.gae_lambda)
         flat = batch.reshape(-1)
-        minibatch = {key: flat.get(key)[: config.ppo.minibatch_size] for key in MINIBATCH_KEYS}
-
-        def update() -> None:
-            algo.updates += 1
-            out = algo.loss(minibatch, *algo.log_ratio_range(0.2))
-            loss = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
-            algo.guard.step(algo.optimizer, algo.parameters, loss, config.ppo.max_grad_norm, algo.updates)
-
-        return update
-    cfg = getattr(config, config.algo)
-    batch = BatchCollector(env, algo.act, steps=max(cfg.batch_size, 64), seed=0).collect()
-    if config.algo == "dqn":
-        sample = n_step_transitions(batch, 1, cfg.gamma).reshape(-1)[: cfg.batch_size]
-
-        def update() -> None:
-            algo.updates += 1
-            out = algo.loss(sample)
-            algo.guard.step(algo.optimizer, algo.parameters, out["loss"], cfg.max_grad_norm, algo.updates)
-
-        return update
-    sample = batch.reshape(-1)[: cfg.batch_size]
-    max_grad_norm = float("inf") if cfg.max_grad_norm is None else cfg.max_grad_norm
+        args = ({key: flat.get(key)[: config.ppo.minibatch_size] for key in MINIBATCH_KEYS}, *algo.log_ratio_range(0.2))
+    else:
+        cfg = getattr(config, config.algo)
+        batch = BatchCollector(env, algo.act, steps=max(cfg.batch_size, 64), seed=0).collect()
+        if config.algo == "dqn":
+            batch = n_step_transitions(batch, 1, cfg.gamma)
+        args = (batch.reshape(-1)[: cfg.batch_size],)
 
     def update() -> None:
         algo.updates += 1
-        loss, _ = algo.step_losses(sample)
-        algo.guard.step(algo.optimizer, algo.parameters, loss, max_grad_norm, algo.updates)
-        algo.after_step()
+        algo.guard.update(algo.optimizer, algo.gradients, *args, update=algo.updates)
+        if hasattr(algo, "after_step"):
+            algo.after_step()
 
     return update
 
@@ -215,21 +202,26 @@ def limit_row(label: str, preset: str, overrides: list[str], repeats: int, compi
         compiled_update()  # TD3: both the critic-only and the critic+actor graphs
         row["compile_s"] = time.perf_counter() - start
         row["compiled_ms"] = seconds_per_call(compiled_update, repeats) * 1e3
+        row["compiled_share_of_peak"] = flops / (row["compiled_ms"] / 1e3) / 1e9 / row["peak_gflops"]
+        saving_ms = row["eager_ms"] - row["compiled_ms"]  # updates after which a cold compile has paid for itself
+        row["pays_back_after"] = math.ceil(row["compile_s"] / (saving_ms / 1e3)) if saving_ms > 0 else None
     return row
 
 
 def limit_lines(rows: list[dict]) -> list[str]:
     lines = [
         f"{'case':<32} {'MFLOP':>7} {'eager ms':>9} {'compiled':>9} {'compile s':>9} {'matmuls alone':>13} "
-        f"{'peak GF/s':>9} {'achieved':>9} {'share':>6}"
+        f"{'peak GF/s':>9} {'achieved':>9} {'share':>6} {'compiled share':>14} {'pays back after':>15}"
     ]
     for r in rows:
         compiled_ms = f"{r['compiled_ms']:9.3f}" if "compiled_ms" in r else f"{'-':>9}"
         compile_s = f"{r['compile_s']:9.1f}" if "compile_s" in r else f"{'-':>9}"
+        compiled_share = f"{r['compiled_share_of_peak']:.0%}" if "compiled_share_of_peak" in r else "-"
+        pays_back = f"{r['pays_back_after']:,} upd" if r.get("pays_back_after") else "-"
         lines.append(
             f"{r['case']:<32} {r['mflops']:7.1f} {r['eager_ms']:9.3f} {compiled_ms} {compile_s} "
             f"{r['matmul_alone_ms']:13.3f} {r['peak_gflops']:9.1f} {r['achieved_gflops']:9.1f} "
-            f"{r['share_of_peak']:6.0%}"
+            f"{r['share_of_peak']:6.0%} {compiled_share:>14} {pays_back:>15}"
         )
     return lines
 
@@ -241,9 +233,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=500)
     parser.add_argument("--limit", action="store_true", help="also the physical limit at the Zoo's networks")
     parser.add_argument("--no-compile", action="store_true", help="with --limit: skip the compiled updates")
+    parser.add_argument(
+        "--cold", action="store_true", help="with --limit: compile into an empty inductor cache (a first run's cost)"
+    )
     parser.add_argument("--out", help="result file (stamped)")
     args = parser.parse_args()
+    if args.cold:
+        import tempfile
+
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="rlpilot-inductor-cold-")
     torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)  # as a run does (train.flush_denormal, on by default)
     lines = stamp.header()
     limit = [
         limit_row(label, preset, list(overrides), max(50, args.repeats // 5), not args.no_compile)

@@ -64,6 +64,22 @@ class Guard:
         drop_grads(optimizer)
         loss.backward()
         grad_norm = clip_grad_norm(parameters, max_grad_norm)
+        return self.apply(optimizer, loss, grad_norm, update)
+
+    def update(
+        self, optimizer: torch.optim.Optimizer, gradients, *args, update: int
+    ) -> tuple[torch.Tensor | None, dict]:
+        """One update through a :class:`rlpilot.control.compiled.Gradients` (eager or compiled): the gradients of
+        its loss on ``args``, then the optimiser step unless the guard refuses. ``(grad norm, or None if skipped;
+        the loss's statistics)``."""
+        drop_grads(optimizer)
+        loss, grad_norm, stats = gradients(*args)
+        return self.apply(optimizer, loss, grad_norm, update), stats
+
+    def apply(
+        self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, grad_norm: torch.Tensor, update: int
+    ) -> torch.Tensor | None:
+        """The optimiser step on the gradients in place, unless :meth:`allow` refuses (then they are dropped)."""
         if not self.allow(loss, grad_norm, update):
             drop_grads(optimizer)
             return None

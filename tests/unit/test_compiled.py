@@ -1,16 +1,19 @@
 """``train.compile``: every compiled update gives the eager update's values and gradients.
 
-Each case builds a learner with ``train.compile=on`` and evaluates, on one minibatch from real collected
-transitions, the compiled loss the learner trains with and the eager loss it replaces, over the same networks.
+Each case builds a learner with ``train.compile=on`` and runs, on minibatches from real collected transitions, the
+compiled update program the learner trains with (loss, gradients and clip in one program) and the eager gradients
+it replaces, over the same networks, call after call (the first compiles; later ones skip Dynamo's guards).
 Randomness inside a loss (SAC's reparameterised actions, TD3's target smoothing, the squashed Gaussian's entropy
 sample) is drawn from the same generator state on both sides (inductor's ``fallback_random``). Tolerances:
 values within 1e-5 relative (+1e-6 absolute), gradients within 1e-4 relative (+1e-6 absolute): inductor reorders
-float sums. Each case compiles (about 3-8 s on the 2-core machine); the TorchRL reference tests
+float sums. Each program compiles (about 3-8 s on the 2-core machine); the TorchRL reference tests
 (``tests/unit/test_ppo.py``, ``test_dqn.py``, ``test_sac_td3.py``) pin the eager losses, so the compiled ones meet
 the references through these.
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -18,7 +21,7 @@ import torch._inductor.config as inductor_config
 
 from rlpilot.config import load_config
 from rlpilot.control import compiled
-from rlpilot.control.algos.dqn import DQN, dqn_loss, n_step_transitions
+from rlpilot.control.algos.dqn import DQN, n_step_transitions
 from rlpilot.control.algos.ppo import MINIBATCH_KEYS, PPO, gae, ppo_loss
 from rlpilot.control.algos.sac import SAC
 from rlpilot.control.algos.td3 import TD3
@@ -42,55 +45,55 @@ def learner(preset: str, cls, *overrides: str):
     config = load_config(preset, overrides=["train.compile=on", "model.hidden_sizes=[32, 32]", *overrides])
     env = make_env(config.env, seed=0)
     algo = cls(config, env, torch.device("cpu"))
-    compiled_losses = [getattr(algo, name, None) for name in ("loss", "step_losses", "critic_loss", "actor_loss")]
-    assert any(isinstance(fn, compiled.Compiled) for fn in compiled_losses), "train.compile=on compiled nothing"
     batch = BatchCollector.for_run(env, algo.act, config, seed=0).collect()
     return config, algo, batch
 
 
-def values_and_gradients(loss_fn, parameters, seed: int = 1):
+def run(gradients: compiled.Gradients, args: tuple, parameters: list, seed: int):
     torch.manual_seed(seed)
-    out = loss_fn()
-    total = out[0] if isinstance(out, tuple) else out
-    gradients = torch.autograd.grad(total, parameters, allow_unused=True)
-    return total.detach(), [torch.zeros(()) if g is None else g for g in gradients]
+    loss, norm, stats = gradients(*args)
+    grads = [torch.zeros(()) if p.grad is None else p.grad.clone() for p in parameters]
+    return loss, norm, {key: value.detach().clone() for key, value in stats.items()}, grads
 
 
-def assert_equal_updates(eager, compiled_fn, parameters) -> None:
-    value, gradients = values_and_gradients(eager, parameters)
-    value_c, gradients_c = values_and_gradients(compiled_fn, parameters)
-    torch.testing.assert_close(value_c, value, **VALUE_TOLERANCE)
-    for g_c, g in zip(gradients_c, gradients, strict=True):
-        torch.testing.assert_close(g_c, g, **GRADIENT_TOLERANCE)
+def assert_equal_to_eager(program: compiled.Gradients, *argument_lists: tuple) -> None:
+    """The program's loss, clipped gradients, norm and statistics equal the eager ``Gradients`` of the same loss over
+    the same modules, call after call: the first call compiles, the later ones take the unguarded fast path."""
+    assert isinstance(program, compiled.CompiledGradients), "train.compile=on compiled nothing"
+    eager = compiled.Gradients(dict(program.root.parts), program.loss, program.max_grad_norm)
+    for seed, args in enumerate(argument_lists, start=1):
+        loss, norm, stats, grads = run(eager, args, program.parameters, seed)
+        loss_c, norm_c, stats_c, grads_c = run(program, args, program.parameters, seed)
+        torch.testing.assert_close(loss_c, loss, **VALUE_TOLERANCE)
+        torch.testing.assert_close(norm_c, norm, **GRADIENT_TOLERANCE)
+        assert stats_c.keys() == stats.keys()
+        for key in stats:
+            torch.testing.assert_close(stats_c[key], stats[key], **VALUE_TOLERANCE)
+        for g_c, g in zip(grads_c, grads, strict=True):
+            torch.testing.assert_close(g_c, g, **GRADIENT_TOLERANCE)
 
 
 def test_dqn_compiled_update_equals_eager():
-    config, algo, batch = learner("dqn-cartpole", DQN, "dqn.steps_per_env=64")
-    sample = n_step_transitions(batch, 1, config.dqn.gamma).reshape(-1)[:32]
-    assert_equal_updates(
-        lambda: dqn_loss(algo.q_net, algo.target_net, sample, config.dqn)["loss"],
-        lambda: algo.loss(sample)["loss"],
-        algo.parameters,
-    )
+    config, algo, batch = learner("dqn-cartpole", DQN, "dqn.steps_per_env=64", "dqn.max_grad_norm=0.5")
+    flat = n_step_transitions(batch, 1, config.dqn.gamma).reshape(-1)
+    assert_equal_to_eager(algo.gradients, (flat[:32],), (flat[32:],), (flat[16:48],))
 
 
-@pytest.mark.parametrize("actor_step", [False, True])
-def test_td3_compiled_update_equals_eager(actor_step):
+def test_td3_compiled_updates_equal_eager():
     config, algo, batch = learner("td3-pendulum", TD3, "td3.steps_per_env=32")
-    algo.updates = 2 if actor_step else 1
-    sample = batch.reshape(-1)
-
-    def eager():
-        loss, _ = algo._critic_loss(sample)
-        return loss + algo._actor_loss(sample["observation"]) if actor_step else loss
-
-    assert_equal_updates(eager, lambda: algo.step_losses(sample), algo.parameters)
+    flat = batch.reshape(-1)
+    assert_equal_to_eager(algo.critic_gradients, (flat[:16],), (flat[16:],))
+    assert_equal_to_eager(algo.both_gradients, (flat[:16],), (flat[16:],))
+    algo.updates = 1
+    assert algo.gradients is algo.critic_gradients
+    algo.updates = 2
+    assert algo.gradients is algo.both_gradients
 
 
 def test_sac_compiled_update_equals_eager():
     config, algo, batch = learner("sac-pendulum", SAC, "sac.steps_per_env=32")
-    sample = batch.reshape(-1)
-    assert_equal_updates(lambda: algo.losses(sample), lambda: algo.step_losses(sample), algo.parameters)
+    flat = batch.reshape(-1)
+    assert_equal_to_eager(algo.gradients, (flat[:16],), (flat[16:],))
 
 
 @pytest.mark.parametrize("preset", ["ppo-cartpole", "ppo-pendulum"])
@@ -99,20 +102,17 @@ def test_ppo_compiled_update_equals_eager(preset):
     with torch.no_grad():
         gae(batch, algo.critic_net, config.ppo.gamma, config.ppo.gae_lambda)
     flat = batch.reshape(-1)
-    minibatch = {key: flat.get(key)[:64] for key in MINIBATCH_KEYS}
-
-    def total(out):
-        return out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
-
-    assert_equal_updates(
-        lambda: total(ppo_loss(algo, minibatch, config.ppo, 0.2)),
-        lambda: total(algo.loss(minibatch, *algo.log_ratio_range(0.2))),
-        algo.parameters,
+    first, second = ({key: flat.get(key)[part] for key in MINIBATCH_KEYS} for part in (slice(0, 64), slice(64, 128)))
+    assert_equal_to_eager(
+        algo.gradients, (first, *algo.log_ratio_range(0.2)), (second, *algo.log_ratio_range(0.1))
     )
+    out = ppo_loss(algo, first, config.ppo, 0.2)  # the eager side is the loss the TorchRL reference tests pin
+    total, _ = algo.loss(first, math.log1p(-0.2), math.log1p(0.2))
+    torch.testing.assert_close(total, out["loss_objective"] + out["loss_critic"] + out["loss_entropy"])
 
 
 def test_the_clip_schedule_does_not_recompile():
-    """The clip range is an argument, not a constant of the graph: a new clip value reuses the compiled loss."""
+    """The clip range is an argument, not a constant of the graph: a new clip value reuses the compiled program."""
     config, algo, batch = learner("ppo-cartpole", PPO)
     with torch.no_grad():
         gae(batch, algo.critic_net, config.ppo.gamma, config.ppo.gae_lambda)
@@ -120,8 +120,15 @@ def test_the_clip_schedule_does_not_recompile():
     minibatch = {key: flat.get(key)[:64] for key in MINIBATCH_KEYS}
     torch._dynamo.utils.counters.clear()
     for clip in (0.2, 0.15, 0.1):
-        algo.loss(minibatch, *algo.log_ratio_range(clip))
+        algo.gradients(minibatch, *algo.log_ratio_range(clip))
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+
+def test_a_minibatch_of_another_shape_goes_through_the_guards():
+    """The unguarded fast path is for the first call's shapes only: a smaller minibatch recompiles and is right."""
+    config, algo, batch = learner("dqn-cartpole", DQN, "dqn.steps_per_env=64")
+    flat = n_step_transitions(batch, 1, config.dqn.gamma).reshape(-1)
+    assert_equal_to_eager(algo.gradients, (flat[:32],), (flat[:8],), (flat[32:],))
 
 
 def test_auto_is_eager_on_cpu_and_on_without_a_compiler_says_so(monkeypatch, capsys):

@@ -381,7 +381,7 @@ def test_td3_sbx_variant_moves_targets_every_update_and_ascends_the_smaller_twin
     with torch.no_grad():
         expected = -algo.critic(observation, algo.actor(observation)).min(0).values.mean()
         assert not torch.allclose(expected, -algo.critic(observation, algo.actor(observation))[0].mean())
-    torch.testing.assert_close(algo._actor_loss(observation).detach(), expected)
+    torch.testing.assert_close(algo.actor_loss(observation).detach(), expected)
     before = [p.clone() for p in algo.target_critic.parameters()]
     algo.updates = 1  # a critic-only update (policy_delay 2)
     assert not algo.actor_step()

@@ -16,7 +16,6 @@ per frame) the update is most of a run's time (benchmarks/update_cost.py). ``DQN
 from __future__ import annotations
 
 import copy
-from functools import partial
 
 import torch
 from tensordict import TensorDict
@@ -63,10 +62,12 @@ class DQN:
         self.frames = 0
         self.epsilon = cfg.eps_init
         self.guard = Guard(config.guard)
-        self.loss = compiled.maybe_compiled(
-            partial(dqn_loss, self.q_net, self.target_net, cfg=cfg),
-            compiled.wanted(config.train.compile, device),
-            "dqn_loss",
+        self.gradients = compiled.gradients(
+            {"q_net": self.q_net},
+            self.loss,
+            cfg.max_grad_norm,
+            compile=compiled.wanted(config.train.compile, device),
+            name="dqn_update",
         )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------
@@ -104,9 +105,8 @@ class DQN:
             if stopping.requested():  # SIGINT/SIGTERM: end the phase here; the loop checkpoints and stops
                 break
             steps += 1
-            out = self.loss(sample)
             self.updates += 1
-            grad_norm = self.guard.step(self.optimizer, self.parameters, out["loss"], cfg.max_grad_norm, self.updates)
+            grad_norm, out = self.guard.update(self.optimizer, self.gradients, sample, update=self.updates)
             if grad_norm is None:
                 skipped += 1
                 continue
@@ -129,7 +129,12 @@ class DQN:
             metrics["guard/skipped_updates"] = float(skipped)
         if cfg.prioritized:
             metrics["dqn/beta"] = float(self.sampler.beta)
-        return metrics | compiled.compile_seconds(self.loss)
+        return metrics | compiled.compile_seconds(self.gradients)
+
+    def loss(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """:func:`dqn_loss` on one minibatch, as ``(loss, statistics)``."""
+        out = dqn_loss(self.q_net, self.target_net, sample, self.config.dqn)
+        return out["loss"], out
 
     def _samples(self, updates: int):
         """Minibatches for this learning phase. Uniform replay draws them all in one call (the buffer

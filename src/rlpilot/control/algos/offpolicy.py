@@ -131,8 +131,9 @@ class OffPolicyContinuous(ABC):
     Subclasses build their networks and ``self.optimizer`` / ``self.parameters``, and define
     :meth:`explore` (an action to collect with), :meth:`losses` (the loss to step and its detached
     statistics), :meth:`after_step` (target updates) and :meth:`networks` (what checkpoints hold).
-    ``step_losses`` is what the learning phase calls (``losses``, or its compiled form under
-    ``train.compile``); ``compiled_parts`` are the compiled functions whose first-call seconds are logged.
+    ``gradients`` is what the learning phase calls (:mod:`rlpilot.control.compiled`: the loss's clipped gradients,
+    eager or one compiled program under ``train.compile``); ``compiled_parts`` are the programs whose first-call
+    seconds are logged.
     """
 
     on_policy = False
@@ -164,7 +165,7 @@ class OffPolicyContinuous(ABC):
         self.held: torch.Tensor | None = None
         self.guard = Guard(config.guard)
         self.compile = compiled.wanted(config.train.compile, device)
-        self.step_losses = self.losses
+        self.max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         self.compiled_parts: tuple = ()
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------
@@ -207,7 +208,6 @@ class OffPolicyContinuous(ABC):
         lr = cfg.lr * self.guard.lr_scale
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         updates = max(1, round(batch.numel() * cfg.updates_per_frame))
         sums: dict[str, torch.Tensor] = {"action/at_bound": at_bound}
         counts: dict[str, int] = {"action/at_bound": 1}
@@ -216,8 +216,7 @@ class OffPolicyContinuous(ABC):
             if stopping.requested():  # SIGINT/SIGTERM: end the phase here; the loop checkpoints and stops
                 break
             self.updates += 1
-            loss, stats = self.step_losses(sample)
-            grad_norm = self.guard.step(self.optimizer, self.parameters, loss, max_grad_norm, self.updates)
+            grad_norm, stats = self.guard.update(self.optimizer, self.gradients, sample, update=self.updates)
             if grad_norm is None:
                 skipped += 1
                 continue

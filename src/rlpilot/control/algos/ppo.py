@@ -17,7 +17,6 @@ Both modules live on in ``tests/unit/test_ppo.py`` as the references these funct
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import torch
 from tensordict import TensorDict
@@ -55,8 +54,13 @@ class PPO:
         self.optimizer = torch.optim.Adam(self.parameters, lr=config.ppo.lr, eps=1e-5, fused=True)
         self.updates = 0
         self.guard = Guard(config.guard)
-        self.loss = compiled.maybe_compiled(
-            partial(clipped_loss, self, cfg=config.ppo), compiled.wanted(config.train.compile, device), "ppo_loss"
+        self.compile = compiled.wanted(config.train.compile, device)
+        self.gradients = compiled.gradients(
+            {"actor": self.actor_net, "critic": self.critic_net},
+            self.loss,
+            config.ppo.max_grad_norm,
+            compile=self.compile,
+            name="ppo_update",
         )
 
     def build_networks(self, env: EnvBase) -> None:
@@ -120,6 +124,13 @@ class PPO:
         return dist.log_prob(action), -dist.log_prob(dist.rsample())
 
     # -- learning ----------------------------------------------------------------------------
+    def loss(
+        self, minibatch: dict[str, torch.Tensor], low: float | torch.Tensor, high: float | torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """:func:`clipped_loss` on one minibatch, as ``(total loss, its terms and statistics)``."""
+        out = clipped_loss(self, minibatch, low, high, cfg=self.config.ppo)
+        return out["loss_objective"] + out["loss_critic"] + out["loss_entropy"], out
+
     def num_updates(self) -> int:
         """Gradient steps over the whole budget: the horizon of LR and clip schedules."""
         return self.config.ppo.num_updates(self.config.frames_per_batch, self.config.num_batches)
@@ -143,7 +154,7 @@ class PPO:
         """``log(1 -+ clip_epsilon)``: floats, or 0-d tensors for the compiled loss (a float argument would be
         compiled in as a constant, and the clip schedule would recompile it at every update)."""
         low, high = math.log1p(-clip_epsilon), math.log1p(clip_epsilon)
-        if not isinstance(self.loss, compiled.Compiled):
+        if not self.compile:
             return low, high
         return torch.tensor(low, device=self.device), torch.tensor(high, device=self.device)
 
@@ -178,10 +189,11 @@ class PPO:
                 lr, clip = self.lr(), self.clip_epsilon()
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
-                out = self.loss({key: value[index] for key, value in columns.items()}, *self.log_ratio_range(clip))
-                loss = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
+                minibatch = {key: value[index] for key, value in columns.items()}
                 self.updates += 1
-                grad_norm = self.guard.step(self.optimizer, self.parameters, loss, cfg.max_grad_norm, self.updates)
+                grad_norm, out = self.guard.update(
+                    self.optimizer, self.gradients, minibatch, *self.log_ratio_range(clip), update=self.updates
+                )
                 if grad_norm is None:
                     skipped += 1
                     continue
@@ -192,7 +204,7 @@ class PPO:
         if skipped:
             metrics["guard/skipped_updates"] = float(skipped)
         metrics["ppo/clip_epsilon"] = clip
-        metrics.update(compiled.compile_seconds(self.loss))
+        metrics.update(compiled.compile_seconds(self.gradients))
         metrics["ppo/explained_variance"] = explained_variance(flat["state_value"], flat["value_target"])
         return metrics
 

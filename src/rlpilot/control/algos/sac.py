@@ -78,8 +78,14 @@ class SAC(OffPolicyContinuous):
         groups = [self.actor.parameters(), self.critic.parameters(), self.temperature.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=cfg.lr, fused=True)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
-        self.step_losses = compiled.maybe_compiled(self.losses, self.compile, "sac_losses")
-        self.compiled_parts = (self.step_losses,)
+        self.gradients = compiled.gradients(
+            {"actor": self.actor, "critic": self.critic, "temperature": self.temperature},
+            self.losses,
+            self.max_grad_norm,
+            compile=self.compile,
+            name="sac_update",
+        )
+        self.compiled_parts = (self.gradients,)
 
     def sample_action(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised action in the Box and its log density (TorchRL's ``TanhNormal(low, high)``

@@ -11,8 +11,8 @@ tested in ``tests/unit/test_sac_td3.py``):
   evaluated: the second critic's forward would not reach the loss); then the target actor and critics move by
   Polyak averaging (``tau``).
 
-Under ``train.compile`` the critic and actor losses are compiled as two functions (the actor's runs on every
-``policy_delay``-th update only: one graph each, no recompilation on the update count).
+Under ``train.compile`` the update is two compiled programs, the critics' alone and the critics' with the actor's
+(every ``policy_delay``-th update): one graph each, no recompilation on the update count.
 
 The actor is deterministic: an MLP whose output is squashed by tanh and scaled into the Box
 (:class:`rlpilot.models.GreedyActor`, also the greedy and exported policy). Collecting adds Gaussian
@@ -48,9 +48,18 @@ class TD3(OffPolicyContinuous):
         groups = [self.actor.parameters(), self.critic.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=config.td3.lr, fused=True)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
-        self.critic_loss = compiled.maybe_compiled(self._critic_loss, self.compile, "td3_critic_loss")
-        self.actor_loss = compiled.maybe_compiled(self._actor_loss, self.compile, "td3_actor_loss")
-        self.compiled_parts = (self.critic_loss, self.actor_loss)
+        # two programs: a critic-only update leaves the actor's gradient (and so its Adam moments) untouched
+        self.critic_gradients = compiled.gradients(
+            {"critic": self.critic}, self.critic_loss, self.max_grad_norm, compile=self.compile, name="td3_critic"
+        )
+        self.both_gradients = compiled.gradients(
+            {"actor": self.actor, "critic": self.critic},
+            self.both_losses,
+            self.max_grad_norm,
+            compile=self.compile,
+            name="td3_critic_actor",
+        )
+        self.compiled_parts = (self.critic_gradients, self.both_gradients)
 
     def clip_to_box(self, action: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(action, self.high), self.low)
@@ -64,15 +73,21 @@ class TD3(OffPolicyContinuous):
         """Whether the current update (``self.updates``, counted from 1) also steps actor and targets."""
         return self.updates % self.cfg.policy_delay == 0
 
+    @property
+    def gradients(self) -> compiled.Gradients:
+        """This update's: the critics', or (every ``policy_delay``-th) the critics' and the actor's."""
+        return self.both_gradients if self.actor_step() else self.critic_gradients
+
     def losses(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return self.both_losses(sample) if self.actor_step() else self.critic_loss(sample)
+
+    def both_losses(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         critic_loss, stats = self.critic_loss(sample)
-        if not self.actor_step():
-            return critic_loss, stats
         actor_loss = self.actor_loss(sample["observation"])
         stats["loss/actor"] = actor_loss.detach()
         return critic_loss + actor_loss, stats
 
-    def _critic_loss(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def critic_loss(self, sample: TensorDict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         cfg = self.cfg
         observation, action = sample["observation"], sample["action"]
         with torch.no_grad():
@@ -85,7 +100,7 @@ class TD3(OffPolicyContinuous):
         critic_loss = (q - target).pow(2).sum(0).mean()
         return critic_loss, {"loss/critic": critic_loss.detach(), "q/mean": q.detach().mean()}
 
-    def _actor_loss(self, observation: torch.Tensor) -> torch.Tensor:
+    def actor_loss(self, observation: torch.Tensor) -> torch.Tensor:
         """``-mean Q_1(s, mu(s))`` (or the twins' minimum, ``td3.actor_q=min``), the critics' weights held fixed
         (the gradient reaches the actor only)."""
         action = self.actor(observation)
