@@ -131,15 +131,30 @@ def test_a_minibatch_of_another_shape_goes_through_the_guards():
     assert_equal_to_eager(algo.gradients, (flat[:32],), (flat[:8],), (flat[32:],))
 
 
-def test_auto_is_eager_on_cpu_and_on_without_a_compiler_says_so(monkeypatch, capsys):
+def test_auto_compiles_on_cpu_when_it_pays_back_and_on_without_a_compiler_says_so(monkeypatch, capsys):
     cpu = torch.device("cpu")
-    assert not compiled.wanted("auto", cpu)
-    assert not compiled.wanted("off", cpu)
+    assert not compiled.wanted("auto", cpu, algo="sac", updates=compiled.PAYS_BACK_AFTER["sac"] - 1)
+    assert compiled.wanted("auto", cpu, algo="sac", updates=compiled.PAYS_BACK_AFTER["sac"])
+    assert not compiled.wanted("auto", cpu)  # nothing planned, or an algorithm without a measured rule
+    assert not compiled.wanted("off", cpu, algo="sac", updates=10**9)
     assert compiled.wanted("on", cpu)
     monkeypatch.setenv("CXX", "no-such-c++-compiler")
+    assert not compiled.wanted("auto", cpu, algo="sac", updates=10**9)
+    assert capsys.readouterr().err == ""  # auto falls back quietly
     assert not compiled.wanted("on", cpu)
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "C++ compiler" in lines[0] and "train.compile=off" in lines[0]
+
+
+def test_the_presets_and_the_zoo_budgets_are_on_the_measured_side_of_the_rule():
+    """What ``auto`` decides for what users run: the Zoo's DQN (24,500 updates) and SAC (19,900) budgets compile;
+    ``ppo-cartpole`` (a few hundred updates) stays eager."""
+    from rlpilot.control.algos.dqn import planned_updates
+
+    zoo_dqn = load_config("dqn-cartpole", overrides=["train.total_frames=50000", "dqn.learning_starts=1000"])
+    assert planned_updates(zoo_dqn) == 24_500 >= compiled.PAYS_BACK_AFTER["dqn"]
+    config, algo, _ = learner("ppo-cartpole", PPO, "train.compile=auto")
+    assert not algo.compile and algo.num_updates() < compiled.PAYS_BACK_AFTER["ppo"]
 
 
 def test_yaml_booleans_read_as_the_setting():

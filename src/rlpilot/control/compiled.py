@@ -1,16 +1,16 @@
-"""``train.compile``: the update's loss (forward, and through AOTAutograd its backward) as compiled code.
+"""``train.compile``: a learner's update (loss, backward, gradient clip) as one compiled program.
 
-``torch.compile`` (inductor) turns a learner's loss function into generated code: one C++ (CPU) or Triton (CUDA)
-program for its elementwise work around the library's matrix multiplies, and the backward of that graph compiled
-the same way. The optimiser step stays fused Adam and the guard's checks stay eager (they decide in Python whether
-an update is applied).
+``torch.compile`` (inductor) turns the update into generated code: one C++ (CPU) or Triton (CUDA) program for the
+elementwise work around the library's matrix multiplies, the backward traced into the same graph by ``torch.func.grad``
+(no autograd engine at run time) and the global-norm clip fused in (:class:`CompiledGradients`). The optimiser step
+stays the fused Adam kernel and the guard's checks stay eager: they decide in Python whether an update is applied.
 
-``auto`` compiles on CUDA only. The rule is measured, not assumed (``python benchmarks/update_cost.py --limit``,
-docs/results.md "Compiled updates and the physical limit"): on this project's 2-core CPU machine a compiled update
-ran within about 15% of the eager one either way (two runs on 2026-12-03: the small networks 5-13% faster in one,
-DQN's and SAC 64-64's slower in the other; the Zoo's SAC 256-256 and TD3 400-300 slower in both, their matrix
-multiplies being most of the time and inductor calling the same ones), while a cold compile costs 3.5-19 s per
-algorithm. ``on`` compiles wherever asked; ``off`` never does.
+Measured with ``python benchmarks/update_cost.py --limit --cold`` (docs/results.md, "Compiled updates and the
+physical limit"): on the 2-core CPU machine a compiled update took 0.4-0.85x the eager one's time (PPO 64-64 0.42x,
+DQN 256-256 0.58x, SAC 256-256 0.68x, TD3 400-300 0.85x), reaching 81-85% of the measured matrix-multiply peak at
+the Zoo's 256-256 and 400-300 networks; the first compile in a process cost 10-16 s cold, 1-3 s from the cache.
+``auto`` therefore compiles on CUDA, and on a CPU where the run plans enough updates for a cold compile to pay for
+itself (:data:`PAYS_BACK_AFTER`); ``on`` compiles wherever asked; ``off`` never does.
 
 Compiled code is cached across runs and resumes in inductor's FX-graph cache, kept in a per-user folder
 (``$XDG_CACHE_HOME/rlpilot/inductor``, else ``~/.cache/rlpilot/inductor``) unless ``TORCHINDUCTOR_CACHE_DIR`` says
@@ -19,6 +19,7 @@ otherwise. Without a C++ compiler (inductor's CPU backend needs one) the run say
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -55,18 +56,28 @@ def cxx_compiler() -> str | None:
     return None
 
 
-def wanted(setting: str, device: torch.device) -> bool:
-    """Whether ``train.compile`` (``auto``/``on``/``off``) compiles on ``device``: ``auto`` on CUDA only (see the
-    module docstring for the measurement behind it). Asked for on a CPU with no C++ compiler: one line on
-    stderr, and eager."""
-    if setting == "off" or (setting == "auto" and device.type != "cuda"):
+PAYS_BACK_AFTER = {"ppo": 24_000, "mappo": 24_000, "ippo": 24_000, "dqn": 20_000, "sac": 5_000, "td3": 10_000}
+"""Planned gradient updates after which a cold compile has paid for itself on a CPU: the first compile in a process
+(inductor's start-up included, 10-16 s on the 2-core machine) over the time each update saves (0.46-2.45 ms at the
+presets' and the Zoo's networks), rounded up, from ``python benchmarks/update_cost.py --limit --cold``
+(benchmarks/results/update_cost-2026-12-03d.txt). A cached program loads in 1-3 s, so these are the cautious side."""
+
+
+def wanted(setting: str, device: torch.device, *, algo: str = "", updates: int = 0) -> bool:
+    """Whether ``train.compile`` (``auto``/``on``/``off``) compiles: ``on`` always, ``off`` never; ``auto`` on CUDA,
+    and on a CPU when the run plans at least :data:`PAYS_BACK_AFTER` gradient ``updates`` for ``algo``. Asked for on
+    a CPU with no C++ compiler: one line on stderr (only when ``on`` asked for it), and eager."""
+    if setting == "off":
+        return False
+    if setting == "auto" and device.type != "cuda" and updates < PAYS_BACK_AFTER.get(algo, math.inf):
         return False
     if device.type == "cpu" and cxx_compiler() is None:
-        print(
-            "rlpilot: train.compile=on needs a C++ compiler for inductor's CPU code (none of $CXX, "
-            f"{', '.join(COMPILERS)} found): training eagerly instead; install g++ or set train.compile=off",
-            file=sys.stderr,
-        )
+        if setting == "on":
+            print(
+                "rlpilot: train.compile=on needs a C++ compiler for inductor's CPU code (none of $CXX, "
+                f"{', '.join(COMPILERS)} found): training eagerly instead; install g++ or set train.compile=off",
+                file=sys.stderr,
+            )
         return False
     return True
 

@@ -164,7 +164,8 @@ class OffPolicyContinuous(ABC):
         self.warmup_steps = 0
         self.held: torch.Tensor | None = None
         self.guard = Guard(config.guard)
-        self.compile = compiled.wanted(config.train.compile, device)
+        planned = round(max(0, config.train.total_frames - cfg.learning_starts) * cfg.updates_per_frame)
+        self.compile = compiled.wanted(config.train.compile, device, algo=config.algo, updates=planned)
         self.max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         self.compiled_parts: tuple = ()
 
