@@ -230,16 +230,18 @@ def update_limit_table(path: Path) -> str:
         return "Not measured yet (the newest update_cost result has no `--limit` rows)."
     lines = [
         "| update | MFLOP | eager | compiled (after compiling) | compiling | its matmuls alone | "
-        "peak at those shapes | achieved | share of peak |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "peak at those shapes | eager: achieved, share of peak | compiled: share of peak | compiling pays back after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["limit"]:
         compiled = f"{r['compiled_ms']:.2f} ms ({r['eager_ms'] / r['compiled_ms']:.2f}x)" if "compiled_ms" in r else "-"
         compiling = f"{r['compile_s']:.1f} s" if "compile_s" in r else "-"
+        compiled_share = f"{r['compiled_share_of_peak']:.0%}" if "compiled_share_of_peak" in r else "-"
+        pays_back = f"{r['pays_back_after']:,} updates" if r.get("pays_back_after") else "-"
         lines.append(
             f"| {r['case']} | {r['mflops']:.1f} | {r['eager_ms']:.2f} ms | {compiled} | {compiling} | "
-            f"{r['matmul_alone_ms']:.2f} ms | {r['peak_gflops']:.0f} GFLOP/s | {r['achieved_gflops']:.0f} GFLOP/s | "
-            f"{r['share_of_peak']:.0%} |"
+            f"{r['matmul_alone_ms']:.2f} ms | {r['peak_gflops']:.0f} GFLOP/s | {r['achieved_gflops']:.0f} GFLOP/s, "
+            f"{r['share_of_peak']:.0%} | {compiled_share} | {pays_back} |"
         )
     lines += ["", source_line(path, data["stamp"])]
     return "\n".join(lines)

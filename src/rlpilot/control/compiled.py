@@ -63,14 +63,22 @@ presets' and the Zoo's networks), rounded up, from ``python benchmarks/update_co
 (benchmarks/results/update_cost-2026-12-03d.txt). A cached program loads in 1-3 s, so these are the cautious side."""
 
 
-def wanted(setting: str, device: torch.device, *, algo: str = "", updates: int = 0) -> bool:
+def measured_kind(modules) -> bool:
+    """Whether ``modules`` are made of what the CPU rule was measured on: no convolution or recurrent layer."""
+    unmeasured = (nn.modules.conv._ConvNd, nn.RNNBase)
+    return not any(isinstance(part, unmeasured) for module in modules for part in module.modules())
+
+
+def wanted(setting: str, device: torch.device, *, algo: str = "", updates: int = 0, modules=()) -> bool:
     """Whether ``train.compile`` (``auto``/``on``/``off``) compiles: ``on`` always, ``off`` never; ``auto`` on CUDA,
-    and on a CPU when the run plans at least :data:`PAYS_BACK_AFTER` gradient ``updates`` for ``algo``. Asked for on
-    a CPU with no C++ compiler: one line on stderr (only when ``on`` asked for it), and eager."""
+    and on a CPU when the run plans at least :data:`PAYS_BACK_AFTER` gradient ``updates`` for ``algo`` and its
+    networks (``modules``) are of the :func:`measured_kind`. Asked for on a CPU with no C++ compiler: one line on
+    stderr (only when ``on`` asked for it), and eager."""
     if setting == "off":
         return False
-    if setting == "auto" and device.type != "cuda" and updates < PAYS_BACK_AFTER.get(algo, math.inf):
-        return False
+    if setting == "auto" and device.type != "cuda":
+        if updates < PAYS_BACK_AFTER.get(algo, math.inf) or not measured_kind(modules):
+            return False
     if device.type == "cpu" and cxx_compiler() is None:
         if setting == "on":
             print(

@@ -66,7 +66,9 @@ class DQN:
             {"q_net": self.q_net},
             self.loss,
             cfg.max_grad_norm,
-            compile=compiled.wanted(config.train.compile, device, algo="dqn", updates=planned_updates(config)),
+            compile=compiled.wanted(
+                config.train.compile, device, algo="dqn", updates=planned_updates(config), modules=[self.q_net]
+            ),
             name="dqn_update",
         )
 

@@ -131,6 +131,7 @@ class OffPolicyContinuous(ABC):
     Subclasses build their networks and ``self.optimizer`` / ``self.parameters``, and define
     :meth:`explore` (an action to collect with), :meth:`losses` (the loss to step and its detached
     statistics), :meth:`after_step` (target updates) and :meth:`networks` (what checkpoints hold).
+    ``wants_compiled()`` (once the networks exist) says whether the update is compiled (``train.compile``);
     ``gradients`` is what the learning phase calls (:mod:`rlpilot.control.compiled`: the loss's clipped gradients,
     eager or one compiled program under ``train.compile``); ``compiled_parts`` are the programs whose first-call
     seconds are logged.
@@ -164,10 +165,19 @@ class OffPolicyContinuous(ABC):
         self.warmup_steps = 0
         self.held: torch.Tensor | None = None
         self.guard = Guard(config.guard)
-        planned = round(max(0, config.train.total_frames - cfg.learning_starts) * cfg.updates_per_frame)
-        self.compile = compiled.wanted(config.train.compile, device, algo=config.algo, updates=planned)
+        self.planned_updates = round(max(0, config.train.total_frames - cfg.learning_starts) * cfg.updates_per_frame)
         self.max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         self.compiled_parts: tuple = ()
+
+    def wants_compiled(self) -> bool:
+        """``train.compile`` for this run's networks and planned updates (:func:`compiled.wanted`)."""
+        return compiled.wanted(
+            self.config.train.compile,
+            self.device,
+            algo=self.config.algo,
+            updates=self.planned_updates,
+            modules=list(self.networks().values()),
+        )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------
     @torch.inference_mode()

@@ -54,7 +54,13 @@ class PPO:
         self.optimizer = torch.optim.Adam(self.parameters, lr=config.ppo.lr, eps=1e-5, fused=True)
         self.updates = 0
         self.guard = Guard(config.guard)
-        self.compile = compiled.wanted(config.train.compile, device, algo=config.algo, updates=self.num_updates())
+        self.compile = compiled.wanted(
+            config.train.compile,
+            device,
+            algo=config.algo,
+            updates=self.num_updates(),
+            modules=[self.actor_net, self.critic_net],
+        )
         self.gradients = compiled.gradients(
             {"actor": self.actor_net, "critic": self.critic_net},
             self.loss,

@@ -78,11 +78,12 @@ class SAC(OffPolicyContinuous):
         groups = [self.actor.parameters(), self.critic.parameters(), self.temperature.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=cfg.lr, fused=True)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
+        compile = self.wants_compiled()
         self.gradients = compiled.gradients(
             {"actor": self.actor, "critic": self.critic, "temperature": self.temperature},
             self.losses,
             self.max_grad_norm,
-            compile=self.compile,
+            compile=compile,
             name="sac_update",
         )
         self.compiled_parts = (self.gradients,)

@@ -48,15 +48,16 @@ class TD3(OffPolicyContinuous):
         groups = [self.actor.parameters(), self.critic.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=config.td3.lr, fused=True)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
+        compile = self.wants_compiled()
         # two programs: a critic-only update leaves the actor's gradient (and so its Adam moments) untouched
         self.critic_gradients = compiled.gradients(
-            {"critic": self.critic}, self.critic_loss, self.max_grad_norm, compile=self.compile, name="td3_critic"
+            {"critic": self.critic}, self.critic_loss, self.max_grad_norm, compile=compile, name="td3_critic"
         )
         self.both_gradients = compiled.gradients(
             {"actor": self.actor, "critic": self.critic},
             self.both_losses,
             self.max_grad_norm,
-            compile=self.compile,
+            compile=compile,
             name="td3_critic_actor",
         )
         self.compiled_parts = (self.critic_gradients, self.both_gradients)
