@@ -70,6 +70,7 @@ class DQN:
                 config.train.compile, device, algo="dqn", updates=planned_updates(config), modules=[self.q_net]
             ),
             name="dqn_update",
+            fixed={"target_net": self.target_net},
         )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------

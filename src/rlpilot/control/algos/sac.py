@@ -85,6 +85,7 @@ class SAC(OffPolicyContinuous):
             self.max_grad_norm,
             compile=compile,
             name="sac_update",
+            fixed={"target_critic": self.target_critic},
         )
         self.compiled_parts = (self.gradients,)
 

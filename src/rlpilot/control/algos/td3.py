@@ -50,8 +50,14 @@ class TD3(OffPolicyContinuous):
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
         compile = self.wants_compiled()
         # two programs: a critic-only update leaves the actor's gradient (and so its Adam moments) untouched
+        targets = {"target_actor": self.target_actor, "target_critic": self.target_critic}
         self.critic_gradients = compiled.gradients(
-            {"critic": self.critic}, self.critic_loss, self.max_grad_norm, compile=compile, name="td3_critic"
+            {"critic": self.critic},
+            self.critic_loss,
+            self.max_grad_norm,
+            compile=compile,
+            name="td3_critic",
+            fixed={"actor": self.actor, **targets},
         )
         self.both_gradients = compiled.gradients(
             {"actor": self.actor, "critic": self.critic},
@@ -59,6 +65,7 @@ class TD3(OffPolicyContinuous):
             self.max_grad_norm,
             compile=compile,
             name="td3_critic_actor",
+            fixed=targets,
         )
         self.compiled_parts = (self.critic_gradients, self.both_gradients)
 
