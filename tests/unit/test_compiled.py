@@ -95,6 +95,21 @@ def test_td3_compiled_updates_equal_eager():
     assert algo.gradients is algo.both_gradients
 
 
+def test_the_program_draws_new_random_numbers_at_every_call():
+    """With inductor's own random numbers (as in a run), TD3's target smoothing noise is drawn anew at each call of
+    the program, from the global generator: a reseed repeats it, no reseed does not (nothing was baked in)."""
+    with inductor_config.patch(fallback_random=False):
+        config, algo, batch = learner("td3-pendulum", TD3, "td3.steps_per_env=32")
+        sample = batch.reshape(-1)[:16]
+        losses = []
+        for seed in (1, 1, None):  # the first call traces and compiles, then runs the program
+            if seed is not None:
+                torch.manual_seed(seed)
+            losses.append(algo.critic_gradients(sample)[0])
+    assert losses[0] == losses[1]  # tracing drew nothing from the generator
+    assert losses[2] != losses[1]  # the next call drew new noise
+
+
 def test_sac_compiled_update_equals_eager():
     config, algo, batch = learner("sac-pendulum", SAC, "sac.steps_per_env=32")
     flat = batch.reshape(-1)

@@ -266,8 +266,9 @@ class CompiledGradients(Gradients):
         example = [*self.parameters, *self.fixed, *inputs.leaves(args)]
         cuda = sorted({t.device.index or 0 for t in example if t.device.type == "cuda"})
         with torch.random.fork_rng(devices=cuda):  # tracing runs the loss's random draws: the program draws them
-            graph = make_fx(flat_program)(*example)
-        self.program = torch._inductor.compile(graph, example)
+            graph = make_fx(flat_program, tracing_mode="fake", _allow_non_fake_inputs=True)(*example)
+        fake = [node.meta["val"] for node in graph.graph.nodes if node.op == "placeholder"]
+        self.program = torch._inductor.compile(graph, fake)
         self.inputs, self.traced_signature = inputs, inputs.signature(args)
 
     @torch.no_grad()  # the program takes its gradients itself; outside it nothing is differentiated
