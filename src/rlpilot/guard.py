@@ -36,6 +36,11 @@ class Guard:
         loss_value, norm_value = float(loss.detach()), float(grad_norm)
         if math.isfinite(loss_value) and math.isfinite(norm_value) and loss_value <= self.cfg.max_loss:
             return True
+        self.refuse(loss_value, norm_value, update)
+        return False
+
+    def refuse(self, loss_value: float, norm_value: float, update: int) -> None:
+        """Counts a refused update, cuts ``lr_scale`` and queues its ``guard_skip`` event."""
         self.trips += 1
         self.total_trips += 1
         self.lr_scale *= self.cfg.lr_cut
@@ -55,7 +60,6 @@ class Guard:
                 "lr_scale": self.lr_scale,
             }
         )
-        return False
 
     def step(
         self, optimizer: torch.optim.Optimizer, parameters: list, loss: torch.Tensor, max_grad_norm: float, update: int
@@ -71,7 +75,17 @@ class Guard:
     ) -> tuple[torch.Tensor | None, dict]:
         """One update through a :class:`rlpilot.control.compiled.Gradients` (eager or compiled): the gradients of
         its loss on ``args``, then the optimiser step unless the guard refuses. ``(grad norm, or None if skipped;
-        the loss's statistics)``."""
+        the loss's statistics)``. A compiled program that steps the optimiser itself (``CompiledStep``) applies or
+        refuses the update in the program with the same test; a refusal is recorded here as :meth:`allow` would."""
+        if getattr(gradients, "optimizer", None) is optimizer:
+            out = gradients.step(*args)
+            if out is not None:
+                loss, grad_norm, stats, applied = out
+                if applied:
+                    return grad_norm, stats
+                self.refuse(float(loss), float(grad_norm), update)
+                return None, stats
+            gradients = gradients.eager
         drop_grads(optimizer)
         loss, grad_norm, stats = gradients(*args)
         return self.apply(optimizer, loss, grad_norm, update), stats

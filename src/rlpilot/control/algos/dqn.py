@@ -71,6 +71,8 @@ class DQN:
             ),
             name="dqn_update",
             fixed={"target_net": self.target_net},
+            optimizer=self.optimizer,
+            guard=config.guard,
         )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------

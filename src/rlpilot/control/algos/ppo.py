@@ -67,6 +67,8 @@ class PPO:
             config.ppo.max_grad_norm,
             compile=self.compile,
             name="ppo_update",
+            optimizer=self.optimizer,
+            guard=config.guard,
         )
 
     def build_networks(self, env: EnvBase) -> None:

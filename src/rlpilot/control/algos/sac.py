@@ -86,6 +86,8 @@ class SAC(OffPolicyContinuous):
             compile=compile,
             name="sac_update",
             fixed={"target_critic": self.target_critic},
+            optimizer=self.optimizer,
+            guard=config.guard,
         )
         self.compiled_parts = (self.gradients,)
 

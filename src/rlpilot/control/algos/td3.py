@@ -58,6 +58,8 @@ class TD3(OffPolicyContinuous):
             compile=compile,
             name="td3_critic",
             fixed={"actor": self.actor, **targets},
+            optimizer=self.optimizer,
+            guard=config.guard,
         )
         self.both_gradients = compiled.gradients(
             {"actor": self.actor, "critic": self.critic},
@@ -66,6 +68,8 @@ class TD3(OffPolicyContinuous):
             compile=compile,
             name="td3_critic_actor",
             fixed=targets,
+            optimizer=self.optimizer,
+            guard=config.guard,
         )
         self.compiled_parts = (self.critic_gradients, self.both_gradients)
 
