@@ -16,6 +16,7 @@ per frame) the update is most of a run's time (benchmarks/update_cost.py). ``DQN
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 from tensordict import TensorDict
@@ -102,7 +103,7 @@ class DQN:
             progress = min(1.0, frames / self.config.train.total_frames)
             self.sampler.beta = cfg.beta_init + (1.0 - cfg.beta_init) * progress
         updates = cfg.updates_per_batch(batch.numel())  # a batch from one of several actors is smaller
-        sums = torch.zeros(4, device=self.device)
+        rows: list[torch.Tensor] = []  # each applied update's loss, mean Q, mean |TD error| and grad norm
         skipped = steps = 0
         for group in self.optimizer.param_groups:
             group["lr"] = cfg.lr * self.guard.lr_scale
@@ -119,8 +120,10 @@ class DQN:
                 sample.set("td_error", out["td_error"])
                 self.buffer.update_tensordict_priority(sample)
             self._update_target()
-            sums += torch.stack([out["loss"].detach(), out["q_mean"], out["td_error"].mean(), grad_norm])
-        loss, q_mean, td_error, grad_norm = (sums / max(1, steps - skipped)).tolist()
+            rows += (out["loss"].detach(), out["q_mean"], out["td_error_mean"], grad_norm)
+        # one reduction and one host sync for the phase
+        means = torch.stack(rows).view(-1, 4).mean(0).tolist() if rows else [math.nan] * 4
+        loss, q_mean, td_error, grad_norm = means
         metrics.update(
             {
                 "loss/td": loss,
@@ -289,4 +292,5 @@ def dqn_loss(q_net: nn.Module, target_net: nn.Module, sample: TensorDict, cfg: D
         elementwise = nn.functional.mse_loss(q_taken, target, reduction="none")
     weight = sample.get("priority_weight", None)
     loss = (elementwise * weight).mean() if weight is not None else elementwise.mean()
-    return {"loss": loss, "td_error": (q_taken - target).detach().abs(), "q_mean": q_taken.detach().mean()}
+    td_error = (q_taken - target).detach().abs()
+    return {"loss": loss, "td_error": td_error, "td_error_mean": td_error.mean(), "q_mean": q_taken.detach().mean()}
