@@ -269,3 +269,26 @@ def test_yaml_booleans_read_as_the_setting():
     """``--set train.compile=off``: YAML 1.1 reads ``off`` as False; the setting still means off."""
     assert load_config("ppo-cartpole", overrides=["train.compile=off"]).train.compile == "off"
     assert load_config("ppo-cartpole", overrides=["train.compile=on"]).train.compile == "on"
+
+
+def test_a_loss_that_cannot_be_compiled_trains_eagerly_after_one_line(capsys):
+    """Data-dependent Python control flow cannot be traced: the update says so once on stderr and stays eager."""
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 1)
+
+    def loss(x):
+        y = net(x).pow(2).mean()
+        if y.item() > 1e9:  # a Python branch on a value: the tracer cannot follow it
+            y = y * 2
+        return y, {"y": y.detach()}
+
+    program = compiled.gradients({"net": net}, loss, 1.0, compile=True, name="odd")
+    x = torch.randn(4, 3)
+    for _ in range(2):
+        value, norm, _ = program(x)
+        expected, expected_norm, _ = compiled.Gradients({"net": net}, loss, 1.0)(x)
+        torch.testing.assert_close(value, expected.detach())
+        torch.testing.assert_close(norm, expected_norm)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert program.failed and len(lines) == 1
+    assert "could not compile the odd update" in lines[0] and "training eagerly" in lines[0]

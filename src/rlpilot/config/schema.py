@@ -311,12 +311,14 @@ class TrainConfig:
     range, where the CPU computes ~15x slower: a fused Adam step over 68k such entries took 1.5 ms instead of 0.09
     (2026-12-03). Numbers change only below 1.2e-38; ``false`` keeps IEEE subnormals."""
     compile: str = one_of("auto", "auto", "on", "off")
-    """The update (loss, backward, gradient clip) as one program through ``torch.compile`` (inductor): ``auto`` on
-    CUDA, and on a CPU when the run plans enough updates for a cold compile (10-16 s) to pay for itself (PPO and
-    MAPPO/IPPO 24,000, DQN 20,000, SAC 5,000, TD3 10,000; a compiled update took 0.4-0.85x the eager one's time:
-    docs/results.md, "Compiled updates and the physical limit"); ``on`` wherever asked, ``off`` never. Compiled code
-    is cached per user (``~/.cache/rlpilot/inductor``); the first call's seconds are logged as
-    ``compile/<program>_s``. Control algorithms (PPO, MAPPO/IPPO, DQN, SAC, TD3)."""
+    """The update (loss, backward, gradient clip and Adam step) as one program compiled by inductor: ``auto`` on
+    CUDA, and on a CPU when the run plans enough updates for the compile to pay back with a margin (PPO 10,000, DQN
+    16,000, SAC 3,000, TD3 5,000; a compiled update took 0.35-0.8x the eager one's time: docs/results.md, "Compiled
+    updates and the physical limit"), after 256 eager updates (a run that stops sooner never compiles); ``on`` from
+    the first update wherever asked (MAPPO/IPPO too), ``off`` never. Compiled code is cached per user
+    (``~/.cache/rlpilot/inductor``); the first build's seconds are logged as ``compile/<program>_s``; a loss that
+    cannot be compiled is one line on stderr and trains eagerly. Control algorithms (PPO, MAPPO/IPPO, DQN, SAC,
+    TD3)."""
     log_every_frames: int = positive(2_048)
     """Frames between rows of ``metrics.csv``."""
     max_seconds: float | None = positive(None)

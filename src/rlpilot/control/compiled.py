@@ -1,16 +1,17 @@
-"""``train.compile``: a learner's update (loss, backward, gradient clip) as one compiled program.
+"""``train.compile``: a learner's update (loss, backward, clip, guard test, Adam step) as one compiled program.
 
-``torch.compile`` (inductor) turns the update into generated code: one C++ (CPU) or Triton (CUDA) program for the
-elementwise work around the library's matrix multiplies, the backward traced into the same graph by ``torch.func.grad``
-(no autograd engine at run time) and the global-norm clip fused in (:class:`CompiledGradients`). The optimiser step
-stays the fused Adam kernel and the guard's checks stay eager: they decide in Python whether an update is applied.
+The update is traced once by ``make_fx`` (``torch.func.grad`` puts the backward in the same graph) and compiled by
+inductor: C++ (CPU) or Triton (CUDA) code for the elementwise work around the library's matrix multiplies, called
+with flat tensors, without the autograd engine or Dynamo's guards at run time (:class:`CompiledGradients`,
+:class:`CompiledStep`).
 
 Measured with ``python benchmarks/update_cost.py --limit --cold`` (docs/results.md, "Compiled updates and the
-physical limit"): on the 2-core CPU machine a compiled update took 0.4-0.85x the eager one's time (PPO 64-64 0.42x,
-DQN 256-256 0.58x, SAC 256-256 0.68x, TD3 400-300 0.85x), reaching 81-85% of the measured matrix-multiply peak at
-the Zoo's 256-256 and 400-300 networks; the first compile in a process cost 10-16 s cold, 1-3 s from the cache.
-``auto`` therefore compiles on CUDA, and on a CPU where the run plans enough updates for a cold compile to pay for
-itself (:data:`PAYS_BACK_AFTER`); ``on`` compiles wherever asked; ``off`` never does.
+physical limit"): on the 2-core CPU machine a compiled update took 0.34-0.8x the eager one's time (PPO 64-64 0.34x,
+DQN 256-256 0.54x, SAC 256-256 0.66x, TD3 400-300 0.79x), reaching 84-89% of the measured matrix-multiply peak at
+the Zoo's 256-256 and 400-300 networks; a cold compile cost 5-20 s, one from the cache about 2-3 s. ``auto``
+therefore compiles on CUDA, and on a CPU where the run plans enough updates (:data:`PAYS_BACK_AFTER`), after its
+first :data:`AUTO_EAGER_UPDATES` updates (made eagerly, so a run that stops sooner never compiles); ``on`` compiles
+at the first update wherever asked; ``off`` never does.
 
 Compiled code is cached across runs and resumes in inductor's FX-graph cache, kept in a per-user folder
 (``$XDG_CACHE_HOME/rlpilot/inductor``, else ``~/.cache/rlpilot/inductor``) unless ``TORCHINDUCTOR_CACHE_DIR`` says
@@ -19,6 +20,7 @@ otherwise. Without a C++ compiler (inductor's CPU backend needs one) the run say
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
@@ -57,11 +59,24 @@ def cxx_compiler() -> str | None:
     return None
 
 
-PAYS_BACK_AFTER = {"ppo": 24_000, "mappo": 24_000, "ippo": 24_000, "dqn": 20_000, "sac": 5_000, "td3": 10_000}
-"""Planned gradient updates after which a cold compile has paid for itself on a CPU: the first compile in a process
-(inductor's start-up included, 10-16 s on the 2-core machine) over the time each update saves (0.46-2.45 ms at the
-presets' and the Zoo's networks), rounded up, from ``python benchmarks/update_cost.py --limit --cold``
-(benchmarks/results/update_cost-2026-12-03d.txt). A cached program loads in 1-3 s, so these are the cautious side."""
+PAYS_BACK_AFTER = {"ppo": 10_000, "dqn": 16_000, "sac": 3_000, "td3": 5_000}
+"""Planned gradient updates above which ``auto`` compiles on a CPU, per algorithm measured: three times the updates
+that pay back a compile from the per-user cache (up to ~3 s in a run) with the time each update saves (PPO 64-64
+0.92 ms, DQN 256-256 0.56 ms, SAC 256-256 3.15 ms, TD3 400-300 2.19 ms), rounded up; from ``python
+benchmarks/update_cost.py --limit --cold`` (benchmarks/results/update_cost-2026-12-03d.txt). The first run of a new
+network on a machine pays the cold compile instead (5-20 s, once: it is cached for the runs after). MAPPO/IPPO,
+unmeasured, compile only when asked (``on``)."""
+
+
+AUTO_EAGER_UPDATES = 256
+"""Under ``auto`` on a CPU, the updates a run makes eagerly before it compiles: a run that ends (or fails) sooner, a
+test's or a smoke run's, never pays a compile; the Zoo's SAC loses ~0.6 s to them."""
+
+
+def eager_updates(setting: str, device: torch.device) -> int:
+    """How many updates run eagerly before the compiled program takes over (when :func:`wanted` says compile):
+    :data:`AUTO_EAGER_UPDATES` for ``auto`` on a CPU, none otherwise."""
+    return AUTO_EAGER_UPDATES if setting == "auto" and device.type != "cuda" else 0
 
 
 def measured_kind(modules) -> bool:
@@ -220,9 +235,13 @@ class CompiledGradients(Gradients):
         max_grad_norm: float,
         name: str,
         fixed: dict[str, nn.Module] | None = None,
+        eager_first: int = 0,
     ):
         super().__init__(modules, loss, max_grad_norm)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir())
+        self.eager_first = eager_first  # calls answered eagerly before the program is built (:func:`eager_updates`)
+        self.calls = 0
+        self.failed = False  # the program could not be built: eager from then on
         self.name = name
         self.eager = Gradients(modules, loss, max_grad_norm)
         self.root = _Root({**{f"learned_{k}": m for k, m in modules.items()}, **(fixed or {})}, loss)
@@ -264,12 +283,31 @@ class CompiledGradients(Gradients):
         self.program = _trace_and_compile(flat_program, [*self.parameters, *self.fixed, *inputs.leaves(args)])
         self.inputs, self.traced_signature = inputs, inputs.signature(args)
 
+    def _compiled(self, build: Callable, args: tuple) -> bool:
+        """Builds the program (its seconds kept for the run's metrics). A loss the tracer or the compiler cannot take
+        (data-dependent Python control flow, an operator inductor lacks) is one line on stderr, and the run goes on
+        eagerly: compiling is an optimisation, never a reason for a run to fail."""
+        start = time.perf_counter()
+        try:
+            build(args)
+        except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the eager update, which is correct
+            self.failed = True
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}" if str(exc) else type(exc).__name__
+            print(f"rlpilot: could not compile the {self.name} update ({reason}); training eagerly", file=sys.stderr)
+            return False
+        self.seconds = time.perf_counter() - start
+        return True
+
     @torch.no_grad()  # the program takes its gradients itself; outside it nothing is differentiated
     def __call__(self, *args) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        self.calls += 1
+        if self.calls <= self.eager_first or self.failed:
+            with torch.enable_grad():
+                return self.eager(*args)
         if self.program is None:
-            start = time.perf_counter()
-            self._compile(args)
-            self.seconds = time.perf_counter() - start
+            if not self._compiled(self._compile, args):
+                with torch.enable_grad():
+                    return self.eager(*args)
         elif self.inputs.signature(args) != self.traced_signature:
             with torch.enable_grad():
                 return self.eager(*args)
@@ -293,8 +331,10 @@ class CompiledStep(CompiledGradients):
     parameter; :func:`gradients` decides.
     """
 
-    def __init__(self, modules, loss, max_grad_norm, name, fixed, optimizer: torch.optim.Optimizer, guard):
-        super().__init__(modules, loss, max_grad_norm, name, fixed)
+    def __init__(
+        self, modules, loss, max_grad_norm, name, fixed, optimizer: torch.optim.Optimizer, guard, eager_first=0
+    ):
+        super().__init__(modules, loss, max_grad_norm, name, fixed, eager_first)
         self.optimizer = optimizer
         self.guard = guard
         group_of = {id(p): index for index, group in enumerate(optimizer.param_groups) for p in group["params"]}
@@ -371,11 +411,14 @@ class CompiledStep(CompiledGradients):
     @torch.no_grad()
     def step(self, *args) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], bool] | None:
         """Gradients, guard test and Adam step in one call: ``(loss, grad norm, stats, applied)``; None when the call
-        does not match the traced one (the caller then takes the eager gradients and the library step)."""
+        does not match the traced one, or comes before the program is built (the caller then takes the eager
+        gradients and the library step)."""
+        self.calls += 1
+        if self.calls <= self.eager_first or self.failed:
+            return None
         if self.step_program is None:
-            start = time.perf_counter()
-            self._compile_step(args)
-            self.seconds = time.perf_counter() - start
+            if not self._compiled(self._compile_step, args):
+                return None
         elif self.step_inputs.signature(args) != self.step_signature:
             return None
         exp_avg, exp_avg_sq, steps = self._state()
@@ -384,6 +427,17 @@ class CompiledStep(CompiledGradients):
         )
         norm, total, ok = out[0], out[1], out[2]
         return total, norm, dict(zip(self.stat_keys, out[3:])), bool(ok)
+
+
+class _NoCudaNotice(logging.Filter):
+    """Inductor's C++ toolchain import logs "No CUDA runtime is found" as a warning on every CPU-only machine: not
+    the user's concern (a run's stderr is for what is wrong)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "No CUDA runtime is found" not in record.getMessage()
+
+
+logging.getLogger("torch.utils.cpp_extension").addFilter(_NoCudaNotice())
 
 
 def _trace_and_compile(program: Callable, example: list[torch.Tensor]) -> Callable:
@@ -409,16 +463,18 @@ def gradients(
     fixed: dict[str, nn.Module] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     guard=None,
+    eager_first: int = 0,
 ):
     """The update's gradients: eager (:class:`Gradients`) unless ``compile`` (see :func:`wanted`); compiled with the
     Adam step and the guard's test in the program (:class:`CompiledStep`) when ``optimizer`` is a plain fused Adam
     holding every learned parameter and ``guard`` (a ``GuardConfig``) is given, else :class:`CompiledGradients`.
-    ``fixed``: the other modules the loss reads (target networks)."""
+    ``fixed``: the other modules the loss reads (target networks); ``eager_first``: updates made eagerly before the
+    program is built (:func:`eager_updates`)."""
     if not compile:
         return Gradients(modules, loss, max_grad_norm)
     if optimizer is not None and guard is not None and plain_adam(optimizer, modules):
-        return CompiledStep(modules, loss, max_grad_norm, name, fixed, optimizer, guard)
-    return CompiledGradients(modules, loss, max_grad_norm, name, fixed)
+        return CompiledStep(modules, loss, max_grad_norm, name, fixed, optimizer, guard, eager_first)
+    return CompiledGradients(modules, loss, max_grad_norm, name, fixed, eager_first)
 
 
 def plain_adam(optimizer: torch.optim.Optimizer, modules: dict[str, nn.Module]) -> bool:

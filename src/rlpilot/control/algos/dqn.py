@@ -74,6 +74,7 @@ class DQN:
             fixed={"target_net": self.target_net},
             optimizer=self.optimizer,
             guard=config.guard,
+            eager_first=compiled.eager_updates(config.train.compile, device),
         )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------

@@ -69,6 +69,7 @@ class PPO:
             name="ppo_update",
             optimizer=self.optimizer,
             guard=config.guard,
+            eager_first=compiled.eager_updates(config.train.compile, device),
         )
 
     def build_networks(self, env: EnvBase) -> None:

@@ -88,6 +88,7 @@ class SAC(OffPolicyContinuous):
             fixed={"target_critic": self.target_critic},
             optimizer=self.optimizer,
             guard=config.guard,
+            eager_first=compiled.eager_updates(config.train.compile, device),
         )
         self.compiled_parts = (self.gradients,)
 

@@ -60,6 +60,7 @@ class TD3(OffPolicyContinuous):
             fixed={"actor": self.actor, **targets},
             optimizer=self.optimizer,
             guard=config.guard,
+            eager_first=compiled.eager_updates(config.train.compile, device),
         )
         self.both_gradients = compiled.gradients(
             {"actor": self.actor, "critic": self.critic},
@@ -70,6 +71,7 @@ class TD3(OffPolicyContinuous):
             fixed=targets,
             optimizer=self.optimizer,
             guard=config.guard,
+            eager_first=compiled.eager_updates(config.train.compile, device),
         )
         self.compiled_parts = (self.critic_gradients, self.both_gradients)
 
