@@ -201,6 +201,9 @@ def time_to_solve_summary(path: Path) -> str:
         f"{seeds[0]}-{seeds[-1]}; ratios: SB3 / rlpilot per seed (above 1: rlpilot is faster). Every arm against "
         "every peer, with intervals: docs/results.md. " + source_line(path, data["stamp"]) + carried_line(data),
     ]
+    compiled = newest("time_to_solve_compiled-*.json")
+    if compiled is not None:  # the later re-measure of the Zoo's settings, in the same paragraph
+        lines[-1] += " " + compiled_same_settings_line(compiled)
     return "\n".join(lines)
 
 
@@ -933,6 +936,33 @@ def dc_motor_table(path: Path) -> str:
 
 
 SOURCES["dc_motor"] = ("dc_motor-*.json", dc_motor_table)
+
+
+def compiled_same_settings_line(path: Path) -> str:
+    """README's line on the Zoo's settings with compiled updates: rlpilot's ``same`` arm against SBX and SB3 on the
+    training clock, per task, from the newest ``time_to_solve_compiled`` file and its TD3 companion."""
+    tasks = dict(json.loads(path.read_text())["tasks"])
+    companion = newest("time_to_solve_compiled_td3-*.json")
+    sources = [path] + ([companion] if companion else [])
+    if companion:
+        tasks.update(json.loads(companion.read_text())["tasks"])
+    parts = {"sbx": [], "sb3": []}
+    for algo, task in tasks.items():
+        for peer in parts:
+            c = task["comparisons"].get(f"same/{peer}-{algo}-zoo")
+            if c:
+                train = c["train_s"]
+                parts[peer].append(f"{algo.upper()} {train[0]:.2f}x [{train[1]:.2f}-{train[2]:.2f}]")
+    names = ", ".join(f"`{p.relative_to(ROOT)}`" for p in sources)
+    return (
+        "Re-measured after compiled updates (2026-12-03), the Zoo's settings (rlpilot's `same` arm), peer / rlpilot "
+        "training clock per seed, median [95% CI]: "
+        f"SBX {'; '.join(parts['sbx'])}; SB3 {'; '.join(parts['sb3'])} ({names}; docs/results.md)."
+    )
+
+
+SOURCES["time_to_solve_compiled"] = ("time_to_solve_compiled-*.json", time_to_solve_table)
+SOURCES["time_to_solve_compiled_td3"] = ("time_to_solve_compiled_td3-*.json", time_to_solve_table)
 
 
 def tables() -> dict[str, str]:
