@@ -948,11 +948,17 @@ def compiled_same_settings_line(path: Path) -> str:
         tasks.update(json.loads(companion.read_text())["tasks"])
     parts = {"sbx": [], "sb3": []}
     for algo, task in tasks.items():
-        for peer in parts:
-            c = task["comparisons"].get(f"same/{peer}-{algo}-zoo")
+        comparisons = task["comparisons"]
+        for peer in parts:  # SB3's comparisons are keyed by the arm alone (as before the other peers)
+            c = comparisons.get(f"same/{peer}-{algo}-zoo") or (comparisons.get("same") if peer == "sb3" else None)
             if c:
                 train = c["train_s"]
-                parts[peer].append(f"{algo.upper()} {train[0]:.2f}x [{train[1]:.2f}-{train[2]:.2f}]")
+                cell = f"{algo.upper()} {train[0]:.2f}x [{train[1]:.2f}-{train[2]:.2f}]"
+                sbx_arm = comparisons.get(f"sbx/{peer}-{algo}-zoo")
+                if sbx_arm:
+                    t = sbx_arm["train_s"]
+                    cell += f" (SBX's computation: {t[0]:.2f}x [{t[1]:.2f}-{t[2]:.2f}])"
+                parts[peer].append(cell)
     names = ", ".join(f"`{p.relative_to(ROOT)}`" for p in sources)
     return (
         "Re-measured after compiled updates (2026-12-03), the Zoo's settings (rlpilot's `same` arm), peer / rlpilot "
