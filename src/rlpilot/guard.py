@@ -75,17 +75,17 @@ class Guard:
     ) -> tuple[torch.Tensor | None, dict]:
         """One update through a :class:`rlpilot.control.compiled.Gradients` (eager or compiled): the gradients of
         its loss on ``args``, then the optimiser step unless the guard refuses. ``(grad norm, or None if skipped;
-        the loss's statistics)``. A compiled program that steps the optimiser itself (``CompiledStep``) applies or
-        refuses the update in the program with the same test; a refusal is recorded here as :meth:`allow` would."""
-        if getattr(gradients, "optimizer", None) is optimizer:
-            out = gradients.step(*args)
-            if out is not None:
-                loss, grad_norm, stats, applied = out
-                if applied:
-                    return grad_norm, stats
-                self.refuse(float(loss), float(grad_norm), update)
-                return None, stats
-            gradients = gradients.eager
+        the loss's statistics)``. A compiled program that steps ``optimizer`` itself (``CompiledStep.step``) applies
+        or refuses the update in the program with the same test; a refusal is recorded here as :meth:`allow` would.
+        Otherwise (``step`` answers None) its ``unfused`` gradients and the library's step run here."""
+        out = gradients.step(*args)
+        if out is not None:
+            loss, grad_norm, stats, applied = out
+            if applied:
+                return grad_norm, stats
+            self.refuse(float(loss), float(grad_norm), update)
+            return None, stats
+        gradients = gradients.unfused
         drop_grads(optimizer)
         loss, grad_norm, stats = gradients(*args)
         return self.apply(optimizer, loss, grad_norm, update), stats
@@ -153,29 +153,39 @@ PLAIN_FUSED_ADAM = {
 }
 
 
-def adam_step(optimizer: torch.optim.Optimizer) -> None:
-    """``optimizer.step()``; for a fused Adam (no amsgrad, maximize, capturable or differentiable) whose groups each
-    hold one device and dtype, its fused kernel called directly on the optimiser's own state (created as ``Adam``
-    creates it), group by group. The check comes first: a step is either all library or all direct."""
+def direct_adam(optimizer: torch.optim.Optimizer) -> bool:
+    """A fused Adam (no amsgrad, maximize, capturable or differentiable) whose groups each hold one device and dtype:
+    what :func:`adam_step` steps with the fused kernel directly, and a compiled update may step itself."""
     groups = optimizer.param_groups
-    if (
-        type(optimizer) is not torch.optim.Adam
-        or any(group.get(key) != value for group in groups for key, value in PLAIN_FUSED_ADAM.items())
-        or any(len({(p.device, p.dtype) for p in group["params"]}) > 1 for group in groups)
-    ):
+    return (
+        type(optimizer) is torch.optim.Adam
+        and all(group.get(key) == value for group in groups for key, value in PLAIN_FUSED_ADAM.items())
+        and all(len({(p.device, p.dtype) for p in group["params"]}) == 1 for group in groups)
+    )
+
+
+def adam_state(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict:
+    """``param``'s Adam state, created as ``Adam`` creates it (a float step counter and two zero moments)."""
+    state = optimizer.state[param]
+    if not state:
+        state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
+        state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    return state
+
+
+def adam_step(optimizer: torch.optim.Optimizer) -> None:
+    """``optimizer.step()``; for a :func:`direct_adam`, its fused kernel called directly on the optimiser's own state
+    (:func:`adam_state`), group by group. The check comes first: a step is either all library or all direct."""
+    if not direct_adam(optimizer):
         optimizer.step()
         return
     with torch.no_grad():
-        for group in groups:
+        for group in optimizer.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
-            states = [optimizer.state[p] for p in params]
-            for param, state in zip(params, states):
-                if not state:
-                    state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
-                    state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+            states = [adam_state(optimizer, p) for p in params]
             steps = [state["step"] for state in states]
             torch._foreach_add_(steps, 1)
             beta1, beta2 = group["betas"]

@@ -257,10 +257,8 @@ def test_auto_compiles_on_cpu_when_it_pays_back_and_on_without_a_compiler_says_s
 def test_the_presets_and_the_zoo_budgets_are_on_the_measured_side_of_the_rule():
     """What ``auto`` decides for what users run: the Zoo's DQN (24,500 updates) and SAC (19,900) budgets compile;
     ``ppo-cartpole`` (a few hundred updates) stays eager."""
-    from rlpilot.control.algos.dqn import planned_updates
-
     zoo_dqn = load_config("dqn-cartpole", overrides=["train.total_frames=50000", "dqn.learning_starts=1000"])
-    assert planned_updates(zoo_dqn) == 24_500 >= compiled.PAYS_BACK_AFTER["dqn"]
+    assert compiled.planned_updates(50_000, zoo_dqn.dqn) == 24_500 >= compiled.PAYS_BACK_AFTER["dqn"]
     config, algo, _ = learner("ppo-cartpole", PPO, "train.compile=auto")
     assert not algo.compile and algo.num_updates() < compiled.PAYS_BACK_AFTER["ppo"]
 

@@ -123,6 +123,16 @@ class Gradients:
         self.max_grad_norm = float(max_grad_norm)
         self.parameters = [p for module in modules.values() for p in module.parameters() if p.requires_grad]
 
+    def step(self, *args) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], bool] | None:
+        """The gradients with the optimiser's step taken in the same program (:class:`CompiledStep`); None here: the
+        guard takes :attr:`unfused`'s gradients and the library's step."""
+        return None
+
+    @property
+    def unfused(self) -> Gradients:
+        """What computes the gradients when :meth:`step` does not take the whole update."""
+        return self
+
     def __call__(self, *args) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         from rlpilot.guard import clip_grad_norm
 
@@ -267,21 +277,31 @@ class CompiledGradients(Gradients):
         scale = torch.clamp(self.max_grad_norm / (norm + 1e-6), max=1.0)
         return [g * scale for g in grads], norm, total.detach(), stats
 
-    def _compile(self, args: tuple) -> None:
+    def _build(self, args: tuple, body: Callable, extra: list[torch.Tensor]) -> tuple[Callable, _Inputs, tuple]:
+        """``body(learned, fixed, extra, args) -> (flat outputs, stats)`` as a program over flat tensors (learned
+        parameters, fixed tensors, ``extra``, then the call's leaves), traced and compiled at ``args``' shapes; with
+        the inputs' layout and the signature a later call must match."""
         inputs = _Inputs(args)
-        n, m = len(self.parameters), len(self.fixed)
+        n, m, k = len(self.parameters), len(self.fixed), len(extra)
 
         def flat_program(*flat: torch.Tensor):
-            args = inputs.rebuild(list(flat[n + m :]))
+            call_args = inputs.rebuild(list(flat[n + m + k :]))
             # as torch.export's non-strict tracing does, say it is compiling: libraries then skip their eager-only
             # value checks (TorchRL's TanhNormal tests its bounds with a Python ``bool``, which tracing cannot give)
             with torch.compiler._compile_session_context():
-                grads, norm, total, stats = self._gradients(list(flat[:n]), list(flat[n : n + m]), args)
+                out, stats = body(list(flat[:n]), list(flat[n : n + m]), list(flat[n + m : n + m + k]), call_args)
             self.stat_keys = list(stats)
-            return (*grads, norm, total, *stats.values())
+            return out
 
-        self.program = _trace_and_compile(flat_program, [*self.parameters, *self.fixed, *inputs.leaves(args)])
-        self.inputs, self.traced_signature = inputs, inputs.signature(args)
+        program = _trace_and_compile(flat_program, [*self.parameters, *self.fixed, *extra, *inputs.leaves(args)])
+        return program, inputs, inputs.signature(args)
+
+    def _compile(self, args: tuple) -> None:
+        def body(learned, fixed, _, call_args):
+            grads, norm, total, stats = self._gradients(learned, fixed, call_args)
+            return (*grads, norm, total, *stats.values()), stats
+
+        self.program, self.inputs, self.traced_signature = self._build(args, body, [])
 
     def _compiled(self, build: Callable, args: tuple) -> bool:
         """Builds the program (its seconds kept for the run's metrics). A loss the tracer or the compiler cannot take
@@ -363,17 +383,13 @@ class CompiledStep(CompiledGradients):
             step.add_(ok.to(step.dtype))
         return (norm, total, ok, *stats.values()), stats
 
-    def _state(self) -> tuple[list, list, list]:
-        """The optimiser's moments and step counters of the learned parameters (created as ``Adam`` creates them);
-        fetched at each call: loading a checkpoint replaces them."""
-        state = self.optimizer.state
-        for param in self.parameters:
-            if not state[param]:
-                state[param]["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
-                state[param]["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                state[param]["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-        states = [state[param] for param in self.parameters]
-        return [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], [s["step"] for s in states]
+    def _state(self) -> list[torch.Tensor]:
+        """The learned parameters' first moments, second moments and step counters, in that order (created as
+        ``Adam`` creates them); fetched at each call: loading a checkpoint replaces them."""
+        from rlpilot.guard import adam_state
+
+        states = [adam_state(self.optimizer, param) for param in self.parameters]
+        return [s[key] for key in ("exp_avg", "exp_avg_sq", "step") for s in states]
 
     def _hyper(self) -> torch.Tensor:
         rows = []
@@ -385,28 +401,18 @@ class CompiledStep(CompiledGradients):
         return torch.tensor(rows, dtype=torch.float32, device=self.first[0].device)
 
     def _compile_step(self, args: tuple) -> None:
+        n = len(self.parameters)
 
-        inputs = _Inputs(args)
-        n, m = len(self.parameters), len(self.fixed)
+        def body(learned, fixed, extra, call_args):
+            exp_avg, exp_avg_sq, steps, hyper = extra[:n], extra[n : 2 * n], extra[2 * n : 3 * n], extra[3 * n]
+            return self._step(learned, fixed, exp_avg, exp_avg_sq, steps, hyper, call_args)
 
-        def flat_program(*flat: torch.Tensor):
-            fixed = list(flat[n : n + m])
-            learned, exp_avg, exp_avg_sq, steps = (
-                list(flat[:n]),
-                list(flat[n + m : 2 * n + m]),
-                list(flat[2 * n + m : 3 * n + m]),
-                list(flat[3 * n + m : 4 * n + m]),
-            )
-            hyper, rest = flat[4 * n + m], flat[4 * n + m + 1 :]
-            args = inputs.rebuild(list(rest))
-            with torch.compiler._compile_session_context():  # see _compile
-                out, stats = self._step(learned, fixed, exp_avg, exp_avg_sq, steps, hyper, args)
-            self.stat_keys = list(stats)
-            return out
+        extra = [*self._state(), self._hyper()]
+        self.step_program, self.step_inputs, self.step_signature = self._build(args, body, extra)
 
-        example = [*self.parameters, *self.fixed, *sum(self._state(), []), self._hyper(), *inputs.leaves(args)]
-        self.step_program = _trace_and_compile(flat_program, example)
-        self.step_inputs, self.step_signature = inputs, inputs.signature(args)
+    @property
+    def unfused(self) -> Gradients:
+        return self.eager
 
     @torch.no_grad()
     def step(self, *args) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], bool] | None:
@@ -421,9 +427,8 @@ class CompiledStep(CompiledGradients):
                 return None
         elif self.step_inputs.signature(args) != self.step_signature:
             return None
-        exp_avg, exp_avg_sq, steps = self._state()
         out = self.step_program(
-            *self.parameters, *self.fixed, *exp_avg, *exp_avg_sq, *steps, self._hyper(), *self.step_inputs.leaves(args)
+            *self.parameters, *self.fixed, *self._state(), self._hyper(), *self.step_inputs.leaves(args)
         )
         norm, total, ok = out[0], out[1], out[2]
         return total, norm, dict(zip(self.stat_keys, out[3:])), bool(ok)
@@ -478,19 +483,21 @@ def gradients(
 
 
 def plain_adam(optimizer: torch.optim.Optimizer, modules: dict[str, nn.Module]) -> bool:
-    """A fused Adam as :func:`rlpilot.guard.adam_step` steps it directly (no amsgrad, maximize, capturable or
-    differentiable; one device and dtype per group), without weight decay, holding every learned parameter."""
-    from rlpilot.guard import PLAIN_FUSED_ADAM
+    """A :func:`rlpilot.guard.direct_adam` without weight decay, holding every learned parameter."""
+    from rlpilot.guard import direct_adam
 
-    groups = optimizer.param_groups
-    held = {id(p) for group in groups for p in group["params"]}
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
     return (
-        type(optimizer) is torch.optim.Adam
-        and all(group.get(key) == value for group in groups for key, value in PLAIN_FUSED_ADAM.items())
-        and all(group["weight_decay"] == 0 for group in groups)
-        and all(len({(p.device, p.dtype) for p in group["params"]}) == 1 for group in groups)
+        direct_adam(optimizer)
+        and all(group["weight_decay"] == 0 for group in optimizer.param_groups)
         and all(id(p) in held for module in modules.values() for p in module.parameters() if p.requires_grad)
     )
+
+
+def planned_updates(total_frames: int, cfg) -> int:
+    """An off-policy run's gradient updates over its budget: every frame after ``cfg.learning_starts``,
+    ``cfg.updates_per_frame`` each (DQN, SAC and TD3 configs)."""
+    return round(max(0, total_frames - cfg.learning_starts) * cfg.updates_per_frame)
 
 
 def compile_seconds(*parts: Gradients) -> dict[str, float]:

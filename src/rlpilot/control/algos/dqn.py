@@ -68,7 +68,11 @@ class DQN:
             self.loss,
             cfg.max_grad_norm,
             compile=compiled.wanted(
-                config.train.compile, device, algo="dqn", updates=planned_updates(config), modules=[self.q_net]
+                config.train.compile,
+                device,
+                algo="dqn",
+                updates=compiled.planned_updates(config.train.total_frames, cfg),
+                modules=[self.q_net],
             ),
             name="dqn_update",
             fixed={"target_net": self.target_net},
@@ -258,12 +262,6 @@ def n_step_transitions(batch: TensorDict, n: int, gamma: float) -> TensorDict:
         out.set(key, value.gather(1, gather_index))
     out.set(("next", "reward"), ret)
     return out.set("discount", discount)
-
-
-def planned_updates(config: Config) -> int:
-    """Gradient updates over the run's budget (every frame after ``learning_starts``, ``updates_per_frame`` each)."""
-    cfg = config.dqn
-    return round(max(0, config.train.total_frames - cfg.learning_starts) * cfg.updates_per_frame)
 
 
 def epsilon(cfg: DQNConfig, frames: int, exploration_frames: int) -> float:

@@ -171,7 +171,7 @@ class OffPolicyContinuous(ABC):
         self.held: torch.Tensor | None = None
         self.at_bound: torch.Tensor | None = None  # action/at_bound, measured every AT_BOUND_EVERY_ROWS frames
         self.guard = Guard(config.guard)
-        self.planned_updates = round(max(0, config.train.total_frames - cfg.learning_starts) * cfg.updates_per_frame)
+        self.planned_updates = compiled.planned_updates(config.train.total_frames, cfg)
         self.max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         self.compiled_parts: tuple = ()
 
