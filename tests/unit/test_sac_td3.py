@@ -411,3 +411,46 @@ def test_lecun_init_is_flaxs_default():
     orthogonal = mlp(300, 200, load_config("sac-pendulum").model)[0].weight
     product = orthogonal @ orthogonal.T  # rows orthogonal, scaled by the hidden gain sqrt(2)
     torch.testing.assert_close(product, 2 * torch.eye(product.shape[0]), atol=1e-4, rtol=0)
+
+
+def test_warm_up_in_long_batches_trains_exactly_as_one_frame_batches(tmp_path, monkeypatch):
+    """The random warm-up is collected in batches of up to WARMUP_BATCH_FRAMES frames (the loop's per-batch work
+    was most of a warm-up frame's cost at the Zoo's one env and one step per batch): the same actions, replay and
+    updates, so the same weights, as a warm-up collected one frame per batch."""
+    from rlpilot.control.algos import offpolicy
+    from rlpilot.loop.trainer import train
+
+    overrides = [
+        "model.hidden_sizes=[32, 32]",
+        "env.num_envs=1",
+        "td3.steps_per_env=1",
+        "td3.learning_starts=300",
+        "td3.batch_size=16",
+        "train.total_frames=340",
+        "train.eval_every_frames=100",
+        "train.eval_episodes=2",
+        "train.seed=3",
+    ]
+    results = {}
+    for longest in (1, offpolicy.WARMUP_BATCH_FRAMES):
+        monkeypatch.setattr(offpolicy, "WARMUP_BATCH_FRAMES", longest)
+        config = load_config(algo="td3", env_id="Pendulum-v1", overrides=overrides)
+        run = tmp_path / f"warmup{longest}"
+        train(config, run_dir=run, show_progress=False)
+        state = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
+        batches = len((run / "metrics.csv").read_text().splitlines())
+        results[longest] = (state, batches)
+    (one, one_rows), (long, long_rows) = results[1], results[offpolicy.WARMUP_BATCH_FRAMES]
+    flat_one, flat_long = _tensors(one), _tensors(long)
+    assert flat_one.keys() == flat_long.keys() and any("replay" in key or "buffer" in key for key in flat_one)
+    for key in flat_one:
+        assert torch.equal(flat_one[key], flat_long[key]), key
+    assert long_rows < one_rows  # fewer batches (and log rows) in the long-batch warm-up
+
+
+def _tensors(state, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Every tensor of a nested checkpoint, keyed by its path."""
+    if isinstance(state, torch.Tensor):
+        return {prefix: state}
+    items = state.items() if isinstance(state, dict) else enumerate(state) if isinstance(state, (list, tuple)) else ()
+    return {k: v for key, value in items for k, v in _tensors(value, f"{prefix}/{key}").items()}

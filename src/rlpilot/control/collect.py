@@ -126,10 +126,11 @@ class BatchCollector:
             env_id=config.env.id,
         )
 
-    def collect(self) -> TensorDict:
+    def collect(self, steps: int | None = None) -> TensorDict:
+        """One batch of ``steps`` env steps per env (default: the run's ``steps``)."""
         observations, next_observations, actions, extras = [], [], [], []
         rewards, terminated, truncated = [], [], []
-        for _ in range(self.steps):
+        for _ in range(self.steps if steps is None else steps):
             observation = self.observation
             action, extra = self.act(observation)
             raw, reward, term, trunc, _ = step_checked(self.vector_env, self.env_id, self.env_action(action))
@@ -215,4 +216,4 @@ class BatchCollector:
                 "done": term | trunc,
             },
         }
-        return TensorDict(data, batch_size=[self.num_envs, self.steps], device=self.device)
+        return TensorDict(data, batch_size=[self.num_envs, len(observations)], device=self.device)

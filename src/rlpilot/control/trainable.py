@@ -59,7 +59,11 @@ class ControlTrainable:
             self.collector = BatchCollector.for_run(self.env, self.algo.act, config, seed=seed)
 
     def step(self) -> Step:
-        batch = self.collector.collect()
+        if self.remote:
+            batch = self.collector.collect()
+        else:  # an algorithm may ask for a longer batch (off-policy random warm-up: nothing learns from it yet)
+            steps = getattr(self.algo, "batch_steps", None)
+            batch = self.collector.collect(steps(self.frames, self.collector.num_envs) if steps else None)
         self.frames += batch.numel()
         metrics = self.algo.learn(batch, self.frames)
         if self.remote:
