@@ -97,6 +97,16 @@ def test_td3_compiled_updates_equal_eager():
     assert algo.gradients is algo.both_gradients
 
 
+def test_td3s_two_programs_share_autos_eager_updates():
+    """Under ``auto``, TD3's two programs (critics; critics and actor, every ``policy_delay``-th update) compile once
+    AUTO_EAGER_UPDATES updates have run in all, each after its share of them."""
+    _, algo, _ = learner("td3-pendulum", TD3, "train.compile=auto", "train.total_frames=100000", "td3.policy_delay=3")
+    critic, both = algo.critic_gradients, algo.both_gradients
+    assert isinstance(critic, compiled.CompiledGradients) and isinstance(both, compiled.CompiledGradients)
+    assert critic.eager_first + both.eager_first == compiled.AUTO_EAGER_UPDATES
+    assert both.eager_first == compiled.AUTO_EAGER_UPDATES // 3
+
+
 def test_the_program_draws_new_random_numbers_at_every_call():
     """With inductor's own random numbers (as in a run), TD3's target smoothing noise is drawn anew at each call of
     the program, from the global generator: a reseed repeats it, no reseed does not (nothing was baked in)."""

@@ -12,7 +12,8 @@ tested in ``tests/unit/test_sac_td3.py``):
   Polyak averaging (``tau``).
 
 Under ``train.compile`` the update is two compiled programs, the critics' alone and the critics' with the actor's
-(every ``policy_delay``-th update): one graph each, no recompilation on the update count.
+(every ``policy_delay``-th update): one graph each, no recompilation on the update count; under ``auto`` both compile
+once ``AUTO_EAGER_UPDATES`` updates have run in all.
 
 The actor is deterministic: an MLP whose output is squashed by tanh and scaled into the Box
 (:class:`rlpilot.models.GreedyActor`, also the greedy and exported policy). Collecting adds Gaussian
@@ -51,6 +52,10 @@ class TD3(OffPolicyContinuous):
         compile = self.wants_compiled()
         # two programs: a critic-only update leaves the actor's gradient (and so its Adam moments) untouched
         targets = {"target_actor": self.target_actor, "target_critic": self.target_critic}
+        # the eager updates before compiling, shared by the two programs in the share they are called in (both
+        # compile once that many updates in all have run, not each after as many of its own)
+        eager = compiled.eager_updates(config.train.compile, device)
+        eager_both = eager // config.td3.policy_delay
         self.critic_gradients = compiled.gradients(
             {"critic": self.critic},
             self.critic_loss,
@@ -60,7 +65,7 @@ class TD3(OffPolicyContinuous):
             fixed={"actor": self.actor, **targets},
             optimizer=self.optimizer,
             guard=config.guard,
-            eager_first=compiled.eager_updates(config.train.compile, device),
+            eager_first=eager - eager_both,
         )
         self.both_gradients = compiled.gradients(
             {"actor": self.actor, "critic": self.critic},
@@ -71,7 +76,7 @@ class TD3(OffPolicyContinuous):
             fixed=targets,
             optimizer=self.optimizer,
             guard=config.guard,
-            eager_first=compiled.eager_updates(config.train.compile, device),
+            eager_first=eager_both,
         )
         self.compiled_parts = (self.critic_gradients, self.both_gradients)
 
