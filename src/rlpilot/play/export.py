@@ -284,8 +284,7 @@ def _signature(
         observation["shape"] = ["batch", history.reduced_size]
         observation["note"] += (
             f"; the env's observation without its obs_history columns ({history.state_size} floats after the "
-            f"first {history.start}): "
-            "the state carries them"
+            f"first {history.start}): the state carries them"
         )
         env_kwargs = {**env_kwargs, "obs_history": 0}
     inputs, outputs, state = [observation], [output], None
