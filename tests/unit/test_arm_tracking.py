@@ -459,3 +459,30 @@ def test_observation_history_across_a_partial_reset_of_the_vector_env():
     assert not stepped[1, 18:22].any()
     assert stepped[0, 18:22].abs().sum() > 0  # an env that kept its past still has two steps of it
     env.close()
+
+
+def test_history_state_rebuilds_the_envs_observation_from_the_current_one_and_its_state():
+    """The history as a state (what ``rlpilot export`` carries for an ``obs_history`` run): from the observation
+    without the history columns and the state it returned, the full observation is the env's, step after step
+    and after a reset, with the privileged floats and the error monitor after it; the env without the history
+    measures exactly the reduced observation."""
+    from rlpilot.envs.arm.history import HistoryPolicy, HistoryState
+
+    kwargs = {"obs_last_action": True, "obs_privileged": True, "obs_error_peak": 0.9, "randomize": "all"}
+    env, deployed = gym.make(ENV_ID, obs_history=3, **kwargs), gym.make(ENV_ID, obs_history=0, **kwargs)
+    history = HistoryState(3, env.observation_space.shape[0])
+    assert (history.state_size, history.reduced_size) == (12, deployed.observation_space.shape[0]) == (12, 21)
+    rebuild = HistoryPolicy(torch.nn.Identity(), history)  # the "policy" returns the observation it was given
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(30, 2))
+    for seed in (0, 1):
+        observation, _ = env.reset(seed=seed)
+        measured, _ = deployed.reset(seed=seed)
+        state = torch.zeros(1, history.state_size)  # zeros at an episode's start
+        for action in actions:
+            reduced = history.reduce(torch.as_tensor(observation)[None])
+            assert torch.equal(reduced[0], torch.as_tensor(measured))
+            full, state = rebuild(reduced, state)
+            assert torch.equal(full[0], torch.as_tensor(observation))
+            observation, *_ = env.step(action)
+            measured, *_ = deployed.step(action)
+        assert state.abs().sum() > 0

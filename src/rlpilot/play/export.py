@@ -23,7 +23,14 @@ from rlpilot.envs.make import observation_reader, to_numpy
 from rlpilot.envs.residual import ResidualLaw
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
-from rlpilot.play.write import FORMATS, PARITY_OBSERVATIONS, ExportResult, export_folder, write_checked
+from rlpilot.play.write import (
+    FORMATS,
+    PARITY_OBSERVATIONS,
+    ExportFailed,
+    ExportResult,
+    export_folder,
+    write_checked,
+)
 from rlpilot.runs import load_run, versions
 
 CONTINUOUS_TOLERANCE = 1e-5
@@ -79,33 +86,41 @@ class DeployedPolicy(nn.Module):
         return torch.maximum(torch.minimum(action, self.high), self.low)
 
 
-def rollout_states(module: DeployedPolicy, observations: torch.Tensor, envs: int) -> torch.Tensor:
+def rollout_states(module: nn.Module, observations: torch.Tensor, starts: torch.Tensor, envs: int) -> torch.Tensor:
     """A stateful artifact's parity inputs: the state the live module carries into each of ``observations``
-    (rows of ``envs`` envs a step, in rollout order), run step by step from zeros."""
+    (rows of ``envs`` envs a step, in rollout order), run step by step, from zeros at each episode's start
+    (``starts``: the rows that begin one), as ``rlpilot eval`` and ``examples/deploy_onnx.py`` feed it."""
     states, state = [], torch.zeros(envs, module.state_size)
     with torch.inference_mode():
         for start in range(0, len(observations), envs):
             chunk = observations[start : start + envs]
-            states.append(state[: len(chunk)])
-            _, state = module(chunk, state[: len(chunk)])
+            state = torch.where(starts[start : start + envs, None], 0.0, state[: len(chunk)])
+            states.append(state)
+            _, state = module(chunk, state)
     return torch.cat(states)
 
 
 PARITY_ENVS = 8
+STATEFUL_PARITY_ENVS = 4
+"""A stateful artifact's parity rollout: 4 envs, so that its 1000 observations run 250 steps, past the arm's
+200-step episodes: each env's state is checked across a reset too."""
 
 
-def parity_observations(policy: LoadedPolicy, count: int, seed: int) -> torch.Tensor:
-    """Raw observations from real rollouts: the greedy policy with 30% random actions, ``PARITY_ENVS`` envs
-    (rows in step order, ``PARITY_ENVS`` a step)."""
-    env = policy.make_env(num_envs=PARITY_ENVS, seed=seed)
+def parity_observations(
+    policy: LoadedPolicy, count: int, seed: int, envs: int = PARITY_ENVS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Raw observations from real rollouts: the greedy policy with 30% random actions, ``envs`` envs
+    (rows in step order, ``envs`` a step), and which rows start an episode."""
+    env = policy.make_env(num_envs=envs, seed=seed)
     vector_env = env.base_env.vector_env
     read_raw, read = observation_reader(env, normalize=False), observation_reader(env)
     generator = torch.Generator().manual_seed(seed)
     raw, _ = vector_env.reset(seed=seed)
     vector_env.action_space.seed(seed)
-    rows = []
+    rows, starts, start = [], [], torch.ones(envs, dtype=torch.bool)
     while sum(len(r) for r in rows) < count:
         rows.append(read_raw(raw))
+        starts.append(start)
         action = policy.algo.greedy_action(read(raw))
         explore = torch.rand(action.shape[0], generator=generator) < 0.3
         numpy_action = np.array(to_numpy(env.base_env.env_action(action)))
@@ -114,8 +129,9 @@ def parity_observations(policy: LoadedPolicy, count: int, seed: int) -> torch.Te
         done = terminated | truncated
         if done.any():
             raw, _ = vector_env.reset(options={"reset_mask": done})
+        start = torch.as_tensor(done)
     env.close()
-    return torch.cat(rows)[:count]
+    return torch.cat(rows)[:count], torch.cat(starts)[:count]
 
 
 def export_run(
@@ -146,6 +162,7 @@ def export_run(
             "(ToTensorImage, GrayScale, Resize, CatFrames) outside the network; use `rlpilot eval RUN` instead"
         )
     obs_dim = int(probe_env.observation_spec["observation"].shape[-1])
+    history = arm_history(config.env, obs_dim)
     action_spec = probe_env.full_action_spec_unbatched["action"]
     env_box = None
     base = None
@@ -168,13 +185,40 @@ def export_run(
         law=law,
         bounds=(torch.as_tensor(env_box.low), torch.as_tensor(env_box.high)) if base is not None else None,
     ).eval()
-    observations = parity_observations(policy, PARITY_OBSERVATIONS, seed)
+    envs = STATEFUL_PARITY_ENVS if module.state_size or history is not None else PARITY_ENVS
+    observations, starts = parity_observations(policy, PARITY_OBSERVATIONS, seed, envs)
     inputs = (observations,)
     if module.state_size:
-        inputs = (observations, rollout_states(module, observations, PARITY_ENVS))
-    signature = _signature(fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size, env_box, law)
+        inputs = (observations, rollout_states(module, observations, starts, envs))
+    reference = None
+    if history is not None:  # the artifact sees the observation without the history, which it carries itself
+        from rlpilot.envs.arm.history import HistoryPolicy
+
+        with torch.inference_mode():
+            live = module(*inputs)
+        reference = live[0] if module.state_size else live  # the run's own actions, from the env's full observations
+        module = HistoryPolicy(module, history).eval()
+        reduced = history.reduce(observations)
+        inputs = (reduced, rollout_states(module, reduced, starts, envs))
+        if not torch.equal(history.carried(observations), inputs[1][:, module.base_size :]):
+            raise ExportFailed("the history the artifact carries differs from the env's obs_history columns")
+    signature = _signature(
+        fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size, env_box, law, history
+    )
     tolerance = CONTINUOUS_TOLERANCE if base is None else BASE_TOLERANCE
-    return write_checked(module, inputs, fmt, out_dir, signature, tolerance, force=force)
+    return write_checked(module, inputs, fmt, out_dir, signature, tolerance, force=force, reference=reference)
+
+
+def arm_history(env_config, observation_size: int):
+    """The arm's ``obs_history`` as the artifact's state (:class:`rlpilot.envs.arm.history.HistoryState`), or
+    ``None`` (any other env; the arm without it)."""
+    from rlpilot.envs.arm.controllers import TRACK_IDS
+
+    if env_config.id not in TRACK_IDS or not env_config.kwargs.get("obs_history"):
+        return None
+    from rlpilot.envs.arm.history import HistoryState  # the arm's env module: only for an arm run
+
+    return HistoryState(int(env_config.kwargs["obs_history"]), observation_size)
 
 
 def _signature(
@@ -187,7 +231,11 @@ def _signature(
     state_size: int = 0,
     env_box=None,
     law: ResidualLaw | None = None,
+    history=None,
 ) -> dict:
+    """The artifact's JSON signature. ``history`` (an arm run's ``obs_history``,
+    :class:`rlpilot.envs.arm.history.HistoryState`): the observation input lacks those columns, the state
+    carries them, and the env to play it on is the run's without them (``env.kwargs.obs_history`` 0)."""
     from torchrl.data import Categorical, OneHot
 
     if isinstance(action_spec, Categorical):
@@ -224,32 +272,32 @@ def _signature(
             "decoding": "low + (high - low) * (tanh(mean) + 1) / 2, clamped to [low, high]",
         }
         output = {"name": "action", "shape": ["batch", *action_spec.shape], "dtype": "float32"}
-    inputs = [
-        {
-            "name": "observation",
-            "shape": ["batch", obs_dim],
-            "dtype": "float32",
-            "note": "raw env observation (dict spaces: keys concatenated in sorted order); "
-            "normalisation is inside the artifact",
-        }
-    ]
-    outputs = [output]
-    if state_size:
-        state = {"name": "state", "shape": ["batch", state_size], "dtype": "float32"}
-        inputs.append(
-            {
-                **state,
-                "note": "the base controller's state (the PID's integral): zeros at the start "
-                "of an episode, then the previous step's 'next_state' output",
-            }
+    observation = {
+        "name": "observation",
+        "shape": ["batch", obs_dim],
+        "dtype": "float32",
+        "note": "raw env observation (dict spaces: keys concatenated in sorted order); "
+        "normalisation is inside the artifact",
+    }
+    env_kwargs = config.env.kwargs
+    if history is not None:
+        observation["shape"] = ["batch", history.reduced_size]
+        observation["note"] += (
+            f"; the env's observation without its obs_history columns ({history.state_size} floats after the "
+            f"first {history.start}): the state carries them"
         )
-        outputs.append({**state, "name": "next_state", "note": "feed back as 'state' at the next step"})
+        env_kwargs = {**env_kwargs, "obs_history": 0}
+    inputs, outputs, state = [observation], [output], None
+    if state_size:
+        state_input, state = _state_signature(state_size, history)
+        inputs.append(state_input)
+        outputs.append({**state_input, "name": "next_state", "note": "feed back as 'state' at the next step"})
     return {
         "format": fmt,
         "file": file_name,
         "inputs": inputs,
         "outputs": outputs,
-        "state": {"size": state_size, "initial": 0.0} if state_size else None,
+        "state": state,
         "action": action,
         "observation_normalization": "baked in" if policy.obs_norm else "none",
         "controller": (
@@ -267,9 +315,18 @@ def _signature(
         ),
         "env": {
             "id": config.env.id,
-            "kwargs": config.env.kwargs,
+            "kwargs": env_kwargs,
             "max_episode_steps": config.env.max_episode_steps,
             "action_encoding": config.env.action_encoding,
+            **(
+                {
+                    "trained_with": {"obs_history": history.steps},
+                    "note": "the run's env appended obs_history; the artifact carries it as state, so it plays on "
+                    "the env without it (these kwargs), which measures only the current step",
+                }
+                if history is not None
+                else {}
+            ),
         },
         "algo": config.algo,
         "run": str(policy.run.path),
@@ -278,3 +335,22 @@ def _signature(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "versions": versions(),
     }
+
+
+def _state_signature(state_size: int, history=None) -> tuple[dict, dict]:
+    """The ``state`` input's entry and the signature's ``state``: the base controller's state (the PID's
+    integral), then an arm run's history; with a history, ``state.layout`` lists the parts in column order."""
+    entry = {"name": "state", "shape": ["batch", state_size], "dtype": "float32"}
+    if history is None:
+        note = "the base controller's state (the PID's integral): zeros at the start of an episode, then the previous "
+        return {**entry, "note": note + "step's 'next_state' output"}, {"size": state_size, "initial": 0.0}
+    layout = []
+    if state_size > history.state_size:
+        layout.append({"name": "controller", "size": state_size - history.state_size, "note": "the PID's integral"})
+    layout.append(history.layout())
+    parts = ", then ".join(f"{part['name']} ({part['size']} floats)" for part in layout)
+    note = (
+        f"{parts}, the history being the env's obs_history: {history.steps} steps of [dq1, dq2, command1, "
+        "command2], newest first. Zeros at the start of an episode, then the previous step's 'next_state' output"
+    )
+    return {**entry, "note": note}, {"size": state_size, "initial": 0.0, "layout": layout}

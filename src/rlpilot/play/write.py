@@ -114,11 +114,14 @@ def write_checked(
     tolerance: float,
     *,
     force: bool = False,
+    reference: torch.Tensor | None = None,
 ) -> ExportResult:
     """Writes ``module`` as ``fmt`` into ``out_dir`` with its signature, after checking that the artifact
     (reloaded the way ``eval`` loads it) acts like the live module on ``inputs`` (observations, and the states
     a stateful controller carries into them): identical discrete actions, continuous ones (and next states)
-    within ``tolerance``. Staged beside ``out_dir``: a failed export leaves nothing."""
+    within ``tolerance``. ``reference``: the actions the run itself takes at these steps, when the artifact's
+    inputs are not the run's (an arm run's history carried as state): the artifact's actions must match them too.
+    Staged beside ``out_dir``: a failed export leaves nothing."""
     _refuse_foreign(out_dir, signature["run"], force)
     refuse_nonfinite(module.state_dict(), f"the policy of {signature['run']}")
     inputs = _as_tuple(inputs)
@@ -135,11 +138,11 @@ def write_checked(
         raw = getattr(run_exported, "raw", None)  # a stateful artifact: the pure (observation, state) function
         exported = _as_tuple(raw(*(x.numpy() for x in inputs)) if raw else run_exported(observations.numpy()))
         exported = tuple(torch.as_tensor(x) for x in exported)
-        max_diff = max(float((e.double() - v.double()).abs().max()) for e, v in zip(exported, live))
+        expected = zip(exported, live) if reference is None else [*zip(exported, live), (exported[0], reference)]
+        max_diff = max(float((e.double() - v.double()).abs().max()) for e, v in expected)
         discrete = not live[0].dtype.is_floating_point
-        ok = len(exported) == len(live) and (
-            bool(torch.equal(exported[0].to(live[0].dtype), live[0])) if discrete else max_diff <= tolerance
-        )
+        same = all(torch.equal(exported[0].to(a.dtype), a) for a in (live[0], reference) if a is not None)
+        ok = len(exported) == len(live) and (same if discrete else max_diff <= tolerance)
         if not ok:
             raise ExportFailed(
                 f"parity check failed for {fmt}: max |exported - live| = {max_diff:.3g} over "
@@ -151,7 +154,12 @@ def write_checked(
             "rule": "identical actions" if discrete else f"<= {tolerance}",
         }
         if len(inputs) > 1:
-            signature["parity"]["state"] = "each observation with the state the live controller carried into it"
+            signature["parity"]["state"] = (
+                "each observation with the state the live controller carried into it over the rollout, from zeros "
+                "at each episode's start"
+            )
+        if reference is not None:
+            signature["parity"]["reference"] = "the run's own actions from the env's full observations"
         (staging / f"{artifact.name}.json").write_text(dumps(signature, indent=2) + "\n")
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / artifact.name

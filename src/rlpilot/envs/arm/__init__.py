@@ -9,6 +9,8 @@ an RL policy is measured against and built on.
 - ``controllers``: the ``pd`` / ``pid`` controllers (``ReacherPD``, ``TrackPD``, ``TrackPID``), their gains,
   the batched torch kinematics, ``ARM_ERROR_MONITOR`` (the observation column ``env.residual_gate`` reads);
   torch, never MuJoCo.
+- ``history``: ``obs_history`` carried as an exported controller's state (``HistoryState``, ``HistoryPolicy``;
+  what ``rlpilot export`` builds for a run with it); torch, and the env module's column constants.
 
 This file imports nothing: the controllers load without the simulator, and the env without torch. How a
 residual policy's action enters a controller (the arm's or a user's) is :mod:`rlpilot.envs.residual`.

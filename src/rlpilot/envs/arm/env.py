@@ -59,6 +59,12 @@ from rlpilot.envs.arm.geometry import REACH, joint_angles, tip_position
 
 TRAJECTORIES = ("circle", "figure8", "p2p")
 EPISODE_STEPS = 200
+# ``obs_history``'s place in the observation (it needs ``obs_last_action``: it starts after the 14 base floats) and
+# what each step's entry is made of: that step's observed joint velocities and last command (the observation's
+# columns, measured: with ``obs_noise``). :class:`rlpilot.envs.arm.history.HistoryState` reads these.
+HISTORY_START = 14
+VELOCITY_COLUMNS = slice(4, 6)
+COMMAND_COLUMNS = slice(12, 14)
 
 
 class ReacherTrackEnv(ReacherEnv):

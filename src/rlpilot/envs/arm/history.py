@@ -1,0 +1,79 @@
+"""The arm's observation history (``env.kwargs.obs_history=k``) carried as an exported controller's state.
+
+In training the env appends the k previous steps' [measured dq1, dq2, last command 1, 2] to the observation
+(newest first; :mod:`rlpilot.envs.arm.env`). A deployed controller gets only the current measurement, so
+``rlpilot export`` moves those 4k floats out of the artifact's observation into its state:
+:class:`HistoryPolicy` takes the observation without them and the state, rebuilds the env's full observation,
+runs the policy and returns, as the next state, the history with this step's entry in front, exactly as the env
+does it (the entry joins after the observation is read; zeros at an episode's start). Imports the env's module
+(its column constants), so it is imported only for an arm run.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rlpilot.envs.arm.env import COMMAND_COLUMNS, HISTORY_START, VELOCITY_COLUMNS
+
+ENTRY = ("dq1", "dq2", "command1", "command2")
+"""One step of the history: the joint velocities measured then (rad/s) and the command the motors had then."""
+
+
+class HistoryState(nn.Module):
+    """Where the history sits in the env's observation (``observation_size`` floats, ``steps`` entries of
+    :data:`ENTRY` from column :data:`~rlpilot.envs.arm.env.HISTORY_START`), and the step that carries it."""
+
+    def __init__(self, steps: int, observation_size: int):
+        super().__init__()
+        self.steps = steps
+        self.start = HISTORY_START
+        self.state_size = len(ENTRY) * steps
+        self.observation_size = observation_size
+        self.reduced_size = observation_size - self.state_size
+
+    def reduce(self, observation: torch.Tensor) -> torch.Tensor:
+        """The env's observation without its history columns: what the deployed controller measures."""
+        end = HISTORY_START + self.state_size
+        return torch.cat([observation[:, :HISTORY_START], observation[:, end:]], dim=-1)
+
+    def carried(self, observation: torch.Tensor) -> torch.Tensor:
+        """The history columns of the env's observation: the state that reproduces them."""
+        return observation[:, HISTORY_START : HISTORY_START + self.state_size]
+
+    def forward(self, observation: torch.Tensor, history: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(reduced observation, history) -> (the env's full observation, the history of the next step)."""
+        full = torch.cat([observation[:, :HISTORY_START], history, observation[:, HISTORY_START:]], dim=-1)
+        entry = torch.cat([observation[:, VELOCITY_COLUMNS], observation[:, COMMAND_COLUMNS]], dim=-1)
+        if self.steps == 1:
+            return full, entry
+        return full, torch.cat([entry, history[:, : self.state_size - len(ENTRY)]], dim=-1)
+
+    def layout(self) -> dict:
+        """The manifest's description of the history part of the state."""
+        return {
+            "name": "history",
+            "size": self.state_size,
+            "steps": self.steps,
+            "entry": list(ENTRY),
+            "order": "newest first: the previous step's entry, then the one before it",
+        }
+
+
+class HistoryPolicy(nn.Module):
+    """``policy`` (a :class:`rlpilot.play.export.DeployedPolicy` of the full observation) with the history as
+    state: ``(observation without history, state) -> (action, next state)``. The state is the policy's own
+    (a PID's integral, ``policy.state_size`` floats) first, then the history (``history.state_size``)."""
+
+    def __init__(self, policy: nn.Module, history: HistoryState):
+        super().__init__()
+        self.policy, self.history = policy, history
+        self.base_size = int(getattr(policy, "state_size", 0))
+        self.state_size = self.base_size + history.state_size
+
+    def forward(self, observation: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        full, next_history = self.history(observation, state[:, self.base_size :])
+        if not self.base_size:
+            return self.policy(full), next_history
+        action, next_base = self.policy(full, state[:, : self.base_size])
+        return action, torch.cat([next_base, next_history], dim=-1)
