@@ -1,0 +1,158 @@
+"""The learning phase's cost per gradient step at the RL Zoo's settings: rlpilot against SB3 and SBX, the same
+computation timed the same way (issue 38: which implementation is fastest, apart from how many frames it needs).
+
+Each library learns from a replay already holding random transitions of the task's env, with the Zoo's network,
+batch and updates per phase (time_to_solve.py's ``same`` arm): DQN CartPole (128 gradient steps of batch 64 a phase,
+256-256), SAC Pendulum (1 step of batch 256, 256-256), TD3 Pendulum (1 step of batch 256, 400-300; the mean over
+critic-only and critic+actor steps). Timed: what the library's own loop calls for a phase (rlpilot's ``learn`` on
+a freshly collected batch: replay write, minibatch sampling, the updates, target updates, statistics; SB3's and
+SBX's ``train(gradient_steps, batch_size)``: sampling, the updates, target updates, logging), after a warm-up that
+compiles (rlpilot: ``train.compile=on``; SBX: JAX's jit), divided by the gradient steps. Collection is not in it.
+Each library runs in its own process, pinned to one CPU with one intra-op thread (JAX as time_to_solve.py sets it).
+
+    python benchmarks/peer_update_cost.py [--algos dqn,sac,td3] [--phases 200] --out benchmarks/results/FILE.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import stamp  # noqa: E402
+import time_to_solve as tts  # noqa: E402
+
+LIBRARIES = ("rlpilot", "sbx", "sb3")
+LABELS = {"dqn": "DQN 256-256, batch 64", "sac": "SAC 256-256, batch 256", "td3": "TD3 400-300, batch 256"}
+
+
+def phase_shape(algo: str) -> tuple[int, int]:
+    """(frames collected, gradient steps) of one learning phase at the Zoo's settings."""
+    return (256, 128) if algo == "dqn" else (1, 1)
+
+
+def time_rlpilot(algo: str, phases: int) -> list[float]:
+    import torch
+
+    from rlpilot.config import load_config
+    from rlpilot.control.algos import build
+    from rlpilot.control.collect import BatchCollector
+    from rlpilot.envs import make_env
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    task = tts.TASKS[algo]
+    frames, steps = phase_shape(algo)
+    config = load_config(task.preset, overrides=[*tts.SAME_SETTINGS[algo], "train.compile=on"])
+    env = make_env(config.env, seed=0)
+    agent = build(config, env, torch.device("cpu"))
+    cfg = getattr(config, algo)
+    warm = BatchCollector(env, agent.act, steps=cfg.learning_starts, seed=0).collect()
+    agent.learn(warm, cfg.learning_starts - 1)  # the replay holds the warm-up; nothing learns yet
+    collector = BatchCollector(env, agent.act, steps=frames, seed=1)
+    batches = [collector.collect() for _ in range(phases + 20)]
+    total = cfg.learning_starts
+    per_step = []
+    for index, batch in enumerate(batches):
+        total += frames
+        start = time.perf_counter()
+        agent.learn(batch, total)
+        if index >= 20:  # the first phases compile the programs (TD3: both kinds)
+            per_step.append((time.perf_counter() - start) / steps)
+    return per_step
+
+
+def time_peer(library: str, algo: str, phases: int) -> list[float]:
+    import numpy as np
+
+    if library == "sbx":
+        import os
+
+        os.environ.update(tts.JAX_ONE_CPU_THREAD)
+    import torch
+
+    torch.set_num_threads(1)
+    task = tts.TASKS[algo]
+    model = tts.make_sb3(algo, 0, env_id=task.env_id, hyperparams=task.sb3, library=library)
+    frames, steps = phase_shape(algo)
+    model.learn(total_timesteps=1)  # sets up the logger and the env; nothing trains (learning_starts)
+    env = model.get_env()
+    obs = env.reset()
+
+    for _ in range(max(model.learning_starts, model.batch_size) + 1):
+        action = np.array([env.action_space.sample() for _ in range(env.num_envs)])
+        next_obs, reward, done, infos = env.step(action)
+        model.replay_buffer.add(obs, next_obs, action, reward, done, infos)
+        obs = next_obs
+    per_step = []
+    for index in range(phases + 20):
+        for _ in range(frames):  # the replay grows as in a run (SB3 writes one frame at a time)
+            action = np.array([env.action_space.sample() for _ in range(env.num_envs)])
+            next_obs, reward, done, infos = env.step(action)
+            model.replay_buffer.add(obs, next_obs, action, reward, done, infos)
+            obs = next_obs
+        start = time.perf_counter()
+        model.train(gradient_steps=steps, batch_size=model.batch_size)
+        if index >= 20:  # SBX: the first calls compile
+            per_step.append((time.perf_counter() - start) / steps)
+    return per_step
+
+
+def worker(library: str, algo: str, phases: int) -> None:
+    per_step = time_rlpilot(algo, phases) if library == "rlpilot" else time_peer(library, algo, phases)
+    print(json.dumps({"per_step_ms": [s * 1e3 for s in per_step]}))
+
+
+def run(library: str, algo: str, phases: int) -> dict:
+    python = str(tts.SBX_PYTHON) if library == "sbx" else sys.executable
+    cmd = [python, __file__, "--worker", library, "--algos", algo, "--phases", str(phases)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, preexec_fn=tts.one_core)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["(no output)"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algos", default="dqn,sac,td3")
+    parser.add_argument("--phases", type=int, default=200, help="timed learning phases (after 20 of warm-up)")
+    parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help="result file (stamped)")
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.algos, args.phases)
+        return
+    header = stamp.header()
+    data: dict = {"cases": {}}
+    rows = ["| update | rlpilot | SBX | SB3 | SBX / rlpilot | SB3 / rlpilot |", "|---|---|---|---|---|---|"]
+    for algo in args.algos.split(","):
+        medians = {}
+        for library in LIBRARIES:
+            result = run(library, algo, args.phases)
+            data["cases"].setdefault(algo, {})[library] = result
+            if "error" in result:
+                print(f"{library} {algo} failed: {result['error']}", file=sys.stderr, flush=True)
+                continue
+            medians[library] = statistics.median(result["per_step_ms"])
+            print(f"  {algo} {library:8s} median {medians[library]:.3f} ms a gradient step", flush=True)
+        data["cases"][algo]["median_ms"] = medians
+        cells = [f"{medians[name]:.2f} ms" if name in medians else "failed" for name in LIBRARIES]
+        ratios = [
+            f"{medians[name] / medians['rlpilot']:.2f}x" if name in medians and "rlpilot" in medians else "-"
+            for name in ("sbx", "sb3")
+        ]
+        rows.append(f"| {LABELS[algo]} | {' | '.join(cells)} | {' | '.join(ratios)} |")
+    body = ["", "Median time per gradient step of a learning phase (ratio above 1: rlpilot is faster).", "", *rows]
+    print("\n".join(body))
+    if args.out:
+        stamp.write_result(args.out, header, body, {**data, "table": rows})
+
+
+if __name__ == "__main__":
+    main()
