@@ -665,8 +665,26 @@ def track_groups(data: dict) -> str:
 TRACK_DETAIL = "intervals and the other measures in the tables per condition below"
 
 
-def robot_arm_track_summary(path: Path, detail: str = TRACK_DETAIL) -> str:
-    """benchmarks/robot_arm_track.py at a glance: tracking RMSE (mm) and effort, every row by condition."""
+ORACLE_ROW = "PD oracle (gains for this condition)"
+
+
+def ratio_to_oracle_lines(data: dict) -> list[str]:
+    """Every row's tracking RMSE over the per-condition retuned PD's (issue 37's bar: at most 1.2x)."""
+    conditions = list(data["conditions"])
+    names = [n for n in next(iter(data["conditions"].values())) if n != ORACLE_ROW]
+    lines = ["| controller | " + " | ".join(conditions) + " |", "|---|" + "---|" * len(conditions)]
+    for name in names:
+        cells = [
+            f"{data['conditions'][c][name]['RMSE (mm)'] / data['conditions'][c][ORACLE_ROW]['RMSE (mm)']:.2f}x"
+            for c in conditions
+        ]
+        lines.append(f"| {track_label(name, data['conditions'][conditions[0]][name])} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def robot_arm_track_summary(path: Path, detail: str = TRACK_DETAIL, ratios: bool = True) -> str:
+    """benchmarks/robot_arm_track.py at a glance: tracking RMSE (mm) and effort, every row by condition; with
+    ``ratios``, each row's RMSE as a ratio to the per-condition retuned PD's."""
     data = json.loads(path.read_text())
     conditions = list(data["conditions"])
     names = list(next(iter(data["conditions"].values())))
@@ -680,16 +698,20 @@ def robot_arm_track_summary(path: Path, detail: str = TRACK_DETAIL) -> str:
             row = data["conditions"][condition][name]
             cells.append(f"{row['RMSE (mm)']:.3g} ({row['effort']:.2g})")
         lines.append(f"| {track_label(name, data['conditions'][conditions[0]][name])} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + (
+    text = "\n".join(lines) + (
         f"\n\nTracking RMSE in mm (motor effort, mean |a|^2, in brackets); {data['episodes']} episodes per cell "
         f"(seeds {data['seed']}-{data['seed'] + data['episodes'] - 1}); {detail}. " + source_line(path, data["stamp"])
     )
+    if ratios and all(ORACLE_ROW in rows for rows in data["conditions"].values()):
+        text += "\n\nThe same rows' RMSE as a ratio to the PD retuned for each condition (the oracle):\n\n"
+        text += "\n".join(ratio_to_oracle_lines(data))
+    return text
 
 
 def arm_schedule_tuning(path: Path) -> str:
     """The tries behind ppo-reacher-track-gains: training seed 0 (one try also 1), on tuning episodes."""
     return robot_arm_track_summary(
-        path, "training seed 0 for every RL row but the one marked training seed 1, one run each"
+        path, "training seed 0 for every RL row but the one marked training seed 1, one run each", ratios=False
     )
 
 
@@ -967,6 +989,42 @@ def compiled_same_settings_line(path: Path) -> str:
     )
 
 
+def preset_compile_table(path: Path) -> str:
+    """docs/results.md: each preset's time to solve with ``train.compile=auto`` against ``off`` (paired per seed), the
+    newest ``preset_compile`` file that measured it (``path``: the newest file, named for the source pattern)."""
+    newest_of: dict[str, tuple[Path, dict]] = {}
+    for found in sorted(RESULTS.glob("preset_compile-*.json")):
+        for algo, task in json.loads(found.read_text())["tasks"].items():
+            newest_of[algo] = (found, task)
+    lines = [
+        "| preset | seeds solved by both | auto train s (median) | off train s (median) | off / auto, training clock "
+        "[95% CI] | whole process [95% CI] | frames [95% CI] |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    sources = []
+    for algo, (found, task) in newest_of.items():
+        c, results = task["comparison"], task["results"]
+        medians = [statistics.median(r["train_s"] for r in results[side] if r["solved"]) for side in ("auto", "off")]
+        cells = [f"{c[key][0]:.2f}x [{c[key][1]:.2f}-{c[key][2]:.2f}]" for key in ("train_s", "process_s", "frames")]
+        lines.append(
+            f"| `{task['preset']}` | {c['both_solved']}/{c['seeds']} | {medians[0]:.2f} | {medians[1]:.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+        if found not in sources:
+            sources.append(found)
+    stamps = [source_line(found, json.loads(found.read_text())["stamp"]) for found in sources]
+    return "\n".join(lines) + "\n\nRatios above 1: the default (`auto`) is faster. " + " ".join(stamps)
+
+
+def peer_update_cost_table(path: Path) -> str:
+    """docs/results.md: a learning phase's cost per gradient step, rlpilot against SBX and SB3."""
+    data = json.loads(path.read_text())
+    return "\n".join(data["table"]) + "\n\n" + source_line(path, data["stamp"])
+
+
+SOURCES["preset_compile"] = ("preset_compile-*.json", preset_compile_table)
+SOURCES["peer_update_cost"] = ("peer_update_cost-*.json", peer_update_cost_table)
 SOURCES["time_to_solve_compiled"] = ("time_to_solve_compiled-*.json", time_to_solve_table)
 SOURCES["time_to_solve_compiled_td3"] = ("time_to_solve_compiled_td3-*.json", time_to_solve_table)
 
