@@ -13,7 +13,7 @@ as its users run it: rlpilot with subnormal floats flushed to zero (``train.flus
 moments decay into subnormals, and the compiled DQN update's elementwise kernel took 0.42 ms instead of 0.06 ms
 with them), SB3 and SBX with their own defaults.
 
-    python benchmarks/peer_update_cost.py [--algos dqn,sac,td3] [--phases 200] --out benchmarks/results/FILE.txt
+    python benchmarks/peer_update_cost.py [--algos dqn,sac,td3] [--phases 200] [--rounds 3] --out benchmarks/results/FILE.txt
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algos", default="dqn,sac,td3")
     parser.add_argument("--phases", type=int, default=200, help="timed learning phases (after 20 of warm-up)")
+    parser.add_argument("--rounds", type=int, default=3, help="every library once per round, rounds in sequence")
     parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
     parser.add_argument("--out", help="result file (stamped)")
     args = parser.parse_args()
@@ -133,30 +134,47 @@ def main() -> None:
         worker(args.worker, args.algos, args.phases)
         return
     header = stamp.header()
-    data: dict = {"cases": {}}
-    rows = ["| update | rlpilot | SBX | SB3 | SBX / rlpilot | SB3 / rlpilot |", "|---|---|---|---|---|---|"]
-    for algo in args.algos.split(","):
-        medians = {}
-        for library in LIBRARIES:
-            result = run(library, algo, args.phases)
-            data["cases"].setdefault(algo, {})[library] = result
-            if "error" in result:
-                print(f"{library} {algo} failed: {result['error']}", file=sys.stderr, flush=True)
-                continue
-            medians[library] = statistics.median(result["per_step_ms"])
-            print(f"  {algo} {library:8s} median {medians[library]:.3f} ms a gradient step", flush=True)
-        data["cases"][algo]["median_ms"] = medians
-        cells = [f"{medians[name]:.2f} ms" if name in medians else "failed" for name in LIBRARIES]
-        ratios = [
-            f"{medians[name] / medians['rlpilot']:.2f}x" if name in medians and "rlpilot" in medians else "-"
-            for name in ("sbx", "sb3")
-        ]
+    data: dict = {"cases": {}, "rounds": args.rounds}
+    algos = args.algos.split(",")
+    medians: dict[str, dict[str, list[float]]] = {algo: {lib: [] for lib in LIBRARIES} for algo in algos}
+    for round_index in range(args.rounds):  # every library once per round: a drift of the machine touches all alike
+        for algo in algos:
+            for library in LIBRARIES:
+                result = run(library, algo, args.phases)
+                data["cases"].setdefault(algo, {}).setdefault(library, []).append(result)
+                if "error" in result:
+                    print(f"{library} {algo} failed: {result['error']}", file=sys.stderr, flush=True)
+                    continue
+                medians[algo][library].append(statistics.median(result["per_step_ms"]))
+                print(
+                    f"  round {round_index + 1} {algo} {library:8s} median {medians[algo][library][-1]:.3f} ms a step",
+                    flush=True,
+                )
+    rows = [
+        "| update | rlpilot | SBX | SB3 | SBX / rlpilot [range over rounds] | SB3 / rlpilot [range over rounds] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for algo in algos:
+        per = medians[algo]
+        data["cases"][algo]["median_ms"] = per
+        cells = [f"{statistics.median(per[name]):.2f} ms" if per[name] else "failed" for name in LIBRARIES]
+        ratios = []
+        for name in ("sbx", "sb3"):
+            paired = [peer / ours for peer, ours in zip(per[name], per["rlpilot"])]  # same round
+            ratios.append(
+                f"{statistics.median(paired):.2f}x [{min(paired):.2f}-{max(paired):.2f}]" if paired else "-"
+            )
         rows.append(f"| {LABELS[algo]} | {' | '.join(cells)} | {' | '.join(ratios)} |")
-    body = ["", "Median time per gradient step of a learning phase (ratio above 1: rlpilot is faster).", "", *rows]
+    body = [
+        "",
+        f"Median time per gradient step of a learning phase, median over {args.rounds} rounds (each library once a "
+        "round); ratios: peer / rlpilot within a round (above 1: rlpilot is faster), median and range over rounds.",
+        "",
+        *rows,
+    ]
     print("\n".join(body))
     if args.out:
         stamp.write_result(args.out, header, body, {**data, "table": rows})
-
 
 if __name__ == "__main__":
     main()
