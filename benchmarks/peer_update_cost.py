@@ -13,7 +13,8 @@ as its users run it: rlpilot with subnormal floats flushed to zero (``train.flus
 moments decay into subnormals, and the compiled DQN update's elementwise kernel took 0.42 ms instead of 0.06 ms
 with them), SB3 and SBX with their own defaults.
 
-    python benchmarks/peer_update_cost.py [--algos dqn,sac,td3] [--phases 200] [--rounds 3] --out benchmarks/results/FILE.txt
+    python benchmarks/peer_update_cost.py [--algos dqn,sac,td3] [--phases 200] [--rounds 3] \\
+        --out benchmarks/results/FILE.txt
 """
 
 from __future__ import annotations
@@ -161,9 +162,7 @@ def main() -> None:
         ratios = []
         for name in ("sbx", "sb3"):
             paired = [peer / ours for peer, ours in zip(per[name], per["rlpilot"])]  # same round
-            ratios.append(
-                f"{statistics.median(paired):.2f}x [{min(paired):.2f}-{max(paired):.2f}]" if paired else "-"
-            )
+            ratios.append(f"{statistics.median(paired):.2f}x [{min(paired):.2f}-{max(paired):.2f}]" if paired else "-")
         rows.append(f"| {LABELS[algo]} | {' | '.join(cells)} | {' | '.join(ratios)} |")
     body = [
         "",
@@ -175,6 +174,7 @@ def main() -> None:
     print("\n".join(body))
     if args.out:
         stamp.write_result(args.out, header, body, {**data, "table": rows})
+
 
 if __name__ == "__main__":
     main()

@@ -1002,7 +1002,7 @@ def preset_compile_table(path: Path) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     sources = []
-    for algo, (found, task) in newest_of.items():
+    for found, task in newest_of.values():
         c, results = task["comparison"], task["results"]
         medians = [statistics.median(r["train_s"] for r in results[side] if r["solved"]) for side in ("auto", "off")]
         cells = [f"{c[key][0]:.2f}x [{c[key][1]:.2f}-{c[key][2]:.2f}]" for key in ("train_s", "process_s", "frames")]
