@@ -3,6 +3,7 @@ minibatch with the same random draws; target entropy; greedy and warm-up actions
 checkpoints (replay buffer included) that continue identically."""
 
 import io
+import json
 import math
 
 import pytest
@@ -413,17 +414,19 @@ def test_lecun_init_is_flaxs_default():
     torch.testing.assert_close(product, 2 * torch.eye(product.shape[0]), atol=1e-4, rtol=0)
 
 
-def test_warm_up_in_long_batches_trains_exactly_as_one_frame_batches(tmp_path, monkeypatch):
+@pytest.mark.parametrize("envs,steps", [(1, 1), (2, 3)])
+def test_warm_up_in_long_batches_trains_exactly_as_one_frame_batches(tmp_path, monkeypatch, envs, steps):
     """The random warm-up is collected in batches of up to WARMUP_BATCH_FRAMES frames (the loop's per-batch work
-    was most of a warm-up frame's cost at the Zoo's one env and one step per batch): the same actions, replay and
-    updates, so the same weights, as a warm-up collected one frame per batch."""
+    was most of a warm-up frame's cost at the Zoo's one env and one step per batch), each a whole number of the
+    run's batches: the same actions, replay, updates and evaluation frames, so the same weights, as a warm-up
+    collected one run batch at a time."""
     from rlpilot.control.algos import offpolicy
     from rlpilot.loop.trainer import train
 
     overrides = [
         "model.hidden_sizes=[32, 32]",
-        "env.num_envs=1",
-        "td3.steps_per_env=1",
+        f"env.num_envs={envs}",
+        f"td3.steps_per_env={steps}",
         "td3.learning_starts=300",
         "td3.batch_size=16",
         "train.total_frames=340",
@@ -438,13 +441,16 @@ def test_warm_up_in_long_batches_trains_exactly_as_one_frame_batches(tmp_path, m
         run = tmp_path / f"warmup{longest}"
         train(config, run_dir=run, show_progress=False)
         state = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
-        batches = len((run / "metrics.csv").read_text().splitlines())
-        results[longest] = (state, batches)
-    (one, one_rows), (long, long_rows) = results[1], results[offpolicy.WARMUP_BATCH_FRAMES]
+        rows = (run / "metrics.csv").read_text().splitlines()
+        events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+        results[longest] = (state, len(rows), [e["frames"] for e in events if e["event"] == "eval"])
+    (one, one_rows, one_evals), (long, long_rows, long_evals) = results[1], results[offpolicy.WARMUP_BATCH_FRAMES]
+    batch = envs * steps
+    assert one_evals == long_evals and one["frames"] == long["frames"] == -(-340 // batch) * batch
     flat_one, flat_long = _tensors(one), _tensors(long)
     assert flat_one.keys() == flat_long.keys() and any("replay" in key or "buffer" in key for key in flat_one)
-    for key in flat_one:
-        assert torch.equal(flat_one[key], flat_long[key]), key
+    differ = [key for key in flat_one if not torch.equal(flat_one[key], flat_long[key])]
+    assert differ == []
     assert long_rows < one_rows  # fewer batches (and log rows) in the long-batch warm-up
 
 

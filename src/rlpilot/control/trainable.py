@@ -63,7 +63,9 @@ class ControlTrainable:
             batch = self.collector.collect()
         else:  # an algorithm may ask for a longer batch (off-policy random warm-up: nothing learns from it yet)
             steps = getattr(self.algo, "batch_steps", None)
-            batch = self.collector.collect(steps(self.frames, self.collector.num_envs) if steps else None)
+            every = self.config.train.eval_every_frames
+            next_eval = (self.frames // every + 1) * every
+            batch = self.collector.collect(steps(self.frames, self.collector.num_envs, next_eval) if steps else None)
         self.frames += batch.numel()
         metrics = self.algo.learn(batch, self.frames)
         if self.remote:

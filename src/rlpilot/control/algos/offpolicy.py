@@ -188,14 +188,18 @@ class OffPolicyContinuous(ABC):
             modules=list(self.networks().values()),
         )
 
-    def batch_steps(self, frames: int, num_envs: int) -> int:
+    def batch_steps(self, frames: int, num_envs: int, next_eval: int) -> int:
         """Env steps per env of the next batch, ``frames`` collected so far: the run's ``steps_per_env``, except in the
-        random warm-up, whose frames are collected in batches of up to ``WARMUP_BATCH_FRAMES`` that end before
-        ``learning_starts`` (nothing learns from them before; the same actions, frames and first update). At the Zoo's
-        one env and one step per batch, the loop's per-batch work made a warm-up frame cost ~0.6 ms (TD3 Pendulum:
-        10,000 frames, ~6 s)."""
-        warmup_steps = min(self.cfg.learning_starts - 1 - frames, WARMUP_BATCH_FRAMES) // num_envs
-        return max(self.cfg.steps_per_env, warmup_steps)
+        random warm-up, collected in batches of up to ``WARMUP_BATCH_FRAMES`` frames that end before
+        ``learning_starts`` (nothing learns from them). Each is a whole number of the run's batches and ends no later
+        than the run batch that reaches ``next_eval`` (the loop's next evaluation), so every batch boundary that
+        matters stays where it was: the same actions, frames, evaluations and first update. At the Zoo's one env and
+        one step per batch, the loop's per-batch work made a warm-up frame cost ~0.6 ms (TD3 Pendulum: 10,000 frames,
+        ~6 s)."""
+        steps = self.cfg.steps_per_env
+        batch = num_envs * steps
+        end = min(self.cfg.learning_starts - 1, frames + WARMUP_BATCH_FRAMES, -(-next_eval // batch) * batch)
+        return max(1, (end - frames) // batch) * steps
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------
     @torch.inference_mode()
@@ -229,7 +233,9 @@ class OffPolicyContinuous(ABC):
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         cfg = self.cfg
         self.frames = frames
-        self.replay.extend(batch)
+        steps = self.cfg.steps_per_env
+        for piece in batch.split(steps, dim=1) if batch.shape[1] > steps else (batch,):  # a warm-up batch, written
+            self.replay.extend(piece)  # as the run batches it holds: the replay's row order stays the same
         metrics = {"buffer/size": float(len(self.replay))}
         at_bound = self.at_bound_of(batch["observation"])
         if frames < cfg.learning_starts:
