@@ -77,9 +77,7 @@ def time_peer(library: str, algo: str, phases: int) -> list[float]:
     import numpy as np
 
     if library == "sbx":
-        import os
-
-        os.environ.update(tts.JAX_ONE_CPU_THREAD)
+        tts.jax_on_one_cpu_thread()
     import torch
 
     torch.set_num_threads(1)
@@ -90,18 +88,18 @@ def time_peer(library: str, algo: str, phases: int) -> list[float]:
     env = model.get_env()
     obs = env.reset()
 
-    for _ in range(max(model.learning_starts, model.batch_size) + 1):
-        action = np.array([env.action_space.sample() for _ in range(env.num_envs)])
-        next_obs, reward, done, infos = env.step(action)
-        model.replay_buffer.add(obs, next_obs, action, reward, done, infos)
-        obs = next_obs
-    per_step = []
-    for index in range(phases + 20):
-        for _ in range(frames):  # the replay grows as in a run (SB3 writes one frame at a time)
+    def add_random_frames(count: int) -> None:  # SB3 writes its replay one frame at a time, as in a run
+        nonlocal obs
+        for _ in range(count):
             action = np.array([env.action_space.sample() for _ in range(env.num_envs)])
             next_obs, reward, done, infos = env.step(action)
             model.replay_buffer.add(obs, next_obs, action, reward, done, infos)
             obs = next_obs
+
+    add_random_frames(max(model.learning_starts, model.batch_size) + 1)
+    per_step = []
+    for index in range(phases + 20):
+        add_random_frames(frames)  # the replay grows as in a run
         start = time.perf_counter()
         model.train(gradient_steps=steps, batch_size=model.batch_size)
         if index >= 20:  # SBX: the first calls compile

@@ -386,6 +386,18 @@ def learn_until_solved(
 JAX_ONE_CPU_THREAD = {"JAX_PLATFORMS": "cpu", "NPROC": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
 
 
+def jax_on_one_cpu_thread() -> None:
+    """:data:`JAX_ONE_CPU_THREAD` into the environment (before jax is imported), keeping any XLA flags already set."""
+    import os
+
+    for key, value in JAX_ONE_CPU_THREAD.items():
+        if key == "XLA_FLAGS":
+            flags = os.environ.get(key, "")
+            os.environ[key] = flags if value in flags else f"{flags} {value}".strip()
+        else:
+            os.environ.setdefault(key, value)
+
+
 def worker_sb3(
     algo: str,
     seed: int,
@@ -416,14 +428,7 @@ def worker_sb3(
     what a user waits. Building the model (Flax's parameter init) is outside it, as SB3's model
     construction is; the process clock counts everything, importing JAX included."""
     if library == "sbx":
-        import os
-
-        for key, value in JAX_ONE_CPU_THREAD.items():  # before jax is imported
-            if key == "XLA_FLAGS":
-                flags = os.environ.get(key, "")
-                os.environ[key] = flags if value in flags else f"{flags} {value}".strip()
-            else:
-                os.environ.setdefault(key, value)
+        jax_on_one_cpu_thread()
     import torch
     from stable_baselines3.common.env_util import make_vec_env
 

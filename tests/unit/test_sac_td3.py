@@ -3,7 +3,6 @@ minibatch with the same random draws; target entropy; greedy and warm-up actions
 checkpoints (replay buffer included) that continue identically."""
 
 import io
-import json
 import math
 
 import pytest
@@ -438,12 +437,10 @@ def test_warm_up_in_long_batches_trains_exactly_as_one_frame_batches(tmp_path, m
     for longest in (1, offpolicy.WARMUP_BATCH_FRAMES):
         monkeypatch.setattr(offpolicy, "WARMUP_BATCH_FRAMES", longest)
         config = load_config(algo="td3", env_id="Pendulum-v1", overrides=overrides)
-        run = tmp_path / f"warmup{longest}"
-        train(config, run_dir=run, show_progress=False)
-        state = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
-        rows = (run / "metrics.csv").read_text().splitlines()
-        events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
-        results[longest] = (state, len(rows), [e["frames"] for e in events if e["event"] == "eval"])
+        run = train(config, run_dir=tmp_path / f"warmup{longest}", show_progress=False)
+        state = torch.load(run.path / "checkpoints" / "last.pt", weights_only=True)
+        evals = [event["frames"] for event in run.events() if event["event"] == "eval"]
+        results[longest] = (state, len(run.metrics()), evals)
     (one, one_rows, one_evals), (long, long_rows, long_evals) = results[1], results[offpolicy.WARMUP_BATCH_FRAMES]
     batch = envs * steps
     assert one_evals == long_evals and one["frames"] == long["frames"] == -(-340 // batch) * batch

@@ -57,15 +57,11 @@ class ControlTrainable:
             self.collector.publish(self.algo.acting_state())
         else:
             self.collector = BatchCollector.for_run(self.env, self.algo.act, config, seed=seed)
+        # an algorithm may size the batches collected here (``Algorithm.batch_steps``: off-policy random warm-up)
+        self.batch_steps = None if remote else getattr(self.algo, "batch_steps", None)
 
     def step(self) -> Step:
-        if self.remote:
-            batch = self.collector.collect()
-        else:  # an algorithm may ask for a longer batch (off-policy random warm-up: nothing learns from it yet)
-            steps = getattr(self.algo, "batch_steps", None)
-            every = self.config.train.eval_every_frames
-            next_eval = (self.frames // every + 1) * every
-            batch = self.collector.collect(steps(self.frames, self.collector.num_envs, next_eval) if steps else None)
+        batch = self.collector.collect(self.batch_steps(self.frames) if self.batch_steps else None)
         self.frames += batch.numel()
         metrics = self.algo.learn(batch, self.frames)
         if self.remote:

@@ -36,6 +36,9 @@ class Algorithm(Protocol):
     def greedy_action(self, observation: torch.Tensor) -> torch.Tensor:
         """Deterministic action (argmax / distribution mode) for a batch of observations."""
 
+    # Optional: ``batch_steps(frames) -> int``, the env steps per env of the next batch collected in the learner's
+    # process (default: the run's ``steps_per_env``); SAC and TD3 collect their random warm-up in longer batches.
+
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         """Learns from one collected batch of shape ``[num_envs, steps]`` (``frames``: collected so far);
         returns scalar metrics."""

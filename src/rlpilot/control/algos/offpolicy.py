@@ -188,16 +188,17 @@ class OffPolicyContinuous(ABC):
             modules=list(self.networks().values()),
         )
 
-    def batch_steps(self, frames: int, num_envs: int, next_eval: int) -> int:
-        """Env steps per env of the next batch, ``frames`` collected so far: the run's ``steps_per_env``, except in the
-        random warm-up, collected in batches of up to ``WARMUP_BATCH_FRAMES`` frames that end before
-        ``learning_starts`` (nothing learns from them). Each is a whole number of the run's batches and ends no later
-        than the run batch that reaches ``next_eval`` (the loop's next evaluation), so every batch boundary that
+    def batch_steps(self, frames: int) -> int:
+        """Env steps per env of the next batch collected in this process, ``frames`` collected so far: the run's
+        ``steps_per_env``, except in the random warm-up, collected in batches of up to ``WARMUP_BATCH_FRAMES`` frames
+        that end before ``learning_starts`` (nothing learns from them). Each is a whole number of the run's batches
+        and ends no later than the run batch that reaches the loop's next evaluation, so every batch boundary that
         matters stays where it was: the same actions, frames, evaluations and first update. At the Zoo's one env and
         one step per batch, the loop's per-batch work made a warm-up frame cost ~0.6 ms (TD3 Pendulum: 10,000 frames,
         ~6 s)."""
-        steps = self.cfg.steps_per_env
-        batch = num_envs * steps
+        steps, every = self.cfg.steps_per_env, self.config.train.eval_every_frames
+        batch = self.config.env.num_envs * steps
+        next_eval = (frames // every + 1) * every
         end = min(self.cfg.learning_starts - 1, frames + WARMUP_BATCH_FRAMES, -(-next_eval // batch) * batch)
         return max(1, (end - frames) // batch) * steps
 
