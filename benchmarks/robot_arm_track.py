@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arm_gains import CONDITIONS, ENV_ID, play  # noqa: E402
+from arm_gains import CONDITIONS, ENV_ID, ROBUST, play  # noqa: E402
 from stamp import ROOT, footer, header  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -38,6 +38,7 @@ from gen_results import robot_arm_track_table  # noqa: E402
 from rlpilot.config import EnvConfig  # noqa: E402
 from rlpilot.control.evaluate import evaluate  # noqa: E402
 from rlpilot.envs import make_env  # noqa: E402
+from rlpilot.envs.arm.adaptive import TrackAdaptivePD  # noqa: E402
 from rlpilot.envs.arm.controllers import TRACK_GAINS, TRACK_PID_GAINS, TrackPD, TrackPID  # noqa: E402
 from rlpilot.play.episodes import playable  # noqa: E402
 from rlpilot.sweep import bootstrap, iqm  # noqa: E402
@@ -81,6 +82,13 @@ def play_run(run: str, kwargs: dict, episodes: int, seed: int) -> dict[str, floa
         env.close()
 
 
+EVALUATION = {**CONDITIONS, "random": ROBUST}
+"""The named conditions, then the randomised arm: every disturbance drawn from its range at each episode (what the
+robust gains are tuned on: its oracle is the robust row)."""
+ORACLE_OF = {"random": "robust"}
+ADAPTIVE_ROW = "PD adaptive (online identification, adaptive-pd)"
+
+
 def tuned(entry: dict) -> tuple[TrackPD, TrackPID]:
     """The PD and the PID with one arm_gains entry's gains (``{"pd": {...}, "pid": {...}}``)."""
     pd, pid = entry["pd"], entry["pid"]
@@ -91,13 +99,13 @@ def autotuned(autotune: dict, condition: str) -> dict[str, TrackPD]:
     """The rows of an arm_autotune result: the relay auto-tune's PD and PID on this condition's arm (tuned on
     it by the relay experiment, as a commissioning engineer would), and the PID Optuna found on randomised
     dynamics."""
-    relay = autotune["relay"][condition]
     search = {name: autotune["optuna"]["pid"][name] for name in ("kp", "kd", "ki")}
-    return {
-        "PD relay auto-tune (per arm)": TrackPD(**relay["pd"]),
-        "PID relay auto-tune (per arm)": TrackPID(**relay["pid"]),
-        "PID Optuna (randomised arm)": TrackPID(**search),
-    }
+    rows = {}
+    if condition in autotune["relay"]:  # one arm per condition; the randomised one has an arm per episode
+        relay = autotune["relay"][condition]
+        rows["PD relay auto-tune (per arm)"] = TrackPD(**relay["pd"])
+        rows["PID relay auto-tune (per arm)"] = TrackPID(**relay["pid"])
+    return rows | {"PID Optuna (randomised arm)": TrackPID(**search)}
 
 
 def classical_rows(
@@ -111,11 +119,12 @@ def classical_rows(
         robust_pd, robust_pid = tuned(gains["gains"]["robust"])
         controllers["PD robust (gains for randomised dynamics)"] = robust_pd
         controllers["PID robust (gains for randomised dynamics)"] = robust_pid
-    oracle_pd, oracle_pid = tuned(gains["gains"][condition])
+    oracle_pd, oracle_pid = tuned(gains["gains"][ORACLE_OF.get(condition, condition)])
     controllers["PD oracle (gains for this condition)"] = oracle_pd
     controllers["PID oracle (gains for this condition)"] = oracle_pid
     if autotune is not None:
         controllers.update(autotuned(autotune, condition))
+    controllers[ADAPTIVE_ROW] = TrackAdaptivePD()
     return {name: play_controller(controller, kwargs, episodes, seed) for name, controller in controllers.items()}
 
 
@@ -131,14 +140,14 @@ def group_row(runs: list[str], kwargs: dict, episodes: int, seed: int) -> dict:
 
 
 def reusable(path: Path, args, measured: set[str]) -> dict:
-    """An earlier result file's RL groups, checked to be measured on the same episodes and conditions, less the
-    groups named in ``measured``: a group measured again now (same name) replaces the reused one."""
+    """An earlier result file's RL groups, checked to be measured on the same episodes, less the groups named in
+    ``measured``: a group measured again now (same name) replaces the reused one. A condition the file lacks (the
+    randomised one, added after) stays unmeasured for its groups ("n/m" in the tables)."""
     data = json.loads(path.read_text())
     if (data["episodes"], data["seed"]) != (args.episodes, args.seed):
         sys.exit(f"--reuse {path}: measured on {data['episodes']} episodes from seed {data['seed']}, not on these")
-    missing = set(args.conditions.split(",")) - set(data["conditions"])
-    if missing:
-        sys.exit(f"--reuse {path}: has no {', '.join(sorted(missing))} condition")
+    if not set(args.conditions.split(",")) & set(data["conditions"]):
+        sys.exit(f"--reuse {path}: has none of the conditions {args.conditions}")
     where = path.resolve()
     here = {
         "file": str(where.relative_to(ROOT) if where.is_relative_to(ROOT) else where),
@@ -194,7 +203,7 @@ def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
         env.close()
         return np.array(references), np.array(tips), float(info["track_rmse"][0])
 
-    kwargs = CONDITIONS[condition]
+    kwargs = EVALUATION[condition]
     pd = trace(
         lambda env: TrackPD(**TRACK_GAINS),
         lambda: make_env(EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs), num_envs=1, seed=seed),
@@ -227,7 +236,7 @@ def main() -> int:
     parser.add_argument("--group", action="append", default=[], metavar="NAME=GLOB", help="trained runs, one row")
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--conditions", default=",".join(CONDITIONS))
+    parser.add_argument("--conditions", default=",".join(EVALUATION))
     parser.add_argument("--gains", default=None, help="arm_gains result (default: the newest)")
     parser.add_argument(
         "--autotune",
@@ -275,11 +284,12 @@ def main() -> int:
         result["autotune"] = str(where.relative_to(ROOT) if where.is_relative_to(ROOT) else where)
     reused = [reusable(Path(path), args, set(groups)) for path in args.reuse]
     for condition in args.conditions.split(","):
-        kwargs = CONDITIONS[condition]
+        kwargs = EVALUATION[condition]
         rows = classical_rows(gains, condition, kwargs, args.episodes, args.seed, autotune)
         for earlier in reused:
             for name in earlier["groups"]:
-                rows[name] = earlier["conditions"][condition][name]
+                if name in earlier["conditions"].get(condition, {}):
+                    rows[name] = earlier["conditions"][condition][name]
         for name, runs in groups.items():
             rows[name] = group_row(runs, kwargs, args.episodes, args.seed)
         result["conditions"][condition] = rows

@@ -666,6 +666,8 @@ TRACK_DETAIL = "intervals and the other measures in the tables per condition bel
 
 
 ORACLE_ROW = "PD oracle (gains for this condition)"
+NOT_MEASURED = "n/m"
+"""A robot_arm_track cell a reused RL group has no measure for (a condition added after its runs were gone)."""
 
 
 def ratio_to_oracle_lines(data: dict) -> list[str]:
@@ -676,6 +678,8 @@ def ratio_to_oracle_lines(data: dict) -> list[str]:
     for name in names:
         cells = [
             f"{data['conditions'][c][name]['RMSE (mm)'] / data['conditions'][c][ORACLE_ROW]['RMSE (mm)']:.2f}x"
+            if name in data["conditions"][c]
+            else NOT_MEASURED
             for c in conditions
         ]
         lines.append(f"| {track_label(name, data['conditions'][conditions[0]][name])} | " + " | ".join(cells) + " |")
@@ -695,11 +699,14 @@ def robot_arm_track_summary(path: Path, detail: str = TRACK_DETAIL, ratios: bool
     for name in names:
         cells = []
         for condition in conditions:
-            row = data["conditions"][condition][name]
-            cells.append(f"{row['RMSE (mm)']:.3g} ({row['effort']:.2g})")
+            row = data["conditions"][condition].get(name)
+            cells.append(f"{row['RMSE (mm)']:.3g} ({row['effort']:.2g})" if row else NOT_MEASURED)
         lines.append(f"| {track_label(name, data['conditions'][conditions[0]][name])} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + (
-        f"\n\nTracking RMSE in mm (motor effort, mean |a|^2, in brackets); {data['episodes']} episodes per cell "
+        f"\n\nTracking RMSE in mm (motor effort, mean |a|^2, in brackets; {NOT_MEASURED}: not measured, a group reused "
+        "from a file without that condition, or the relay auto-tune, which tunes one arm, where every episode has its "
+        "own); "
+        f"{data['episodes']} episodes per cell "
         f"(seeds {data['seed']}-{data['seed'] + data['episodes'] - 1}); {detail}. " + source_line(path, data["stamp"])
     )
     if ratios and all(ORACLE_ROW in rows for rows in data["conditions"].values()):

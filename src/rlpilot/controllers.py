@@ -112,12 +112,13 @@ def random_policy(vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]
     return act
 
 
-BUILT_IN = ("pd", "pid")
+BUILT_IN = ("pd", "pid", "adaptive-pd")
 CONTROLLERS = (*BUILT_IN, "random")
 GUIDE = "docs/your-controller.md"
-ARM_CONTROLLERS = "rlpilot.envs.arm.controllers"
-"""Where ``pd`` and ``pid`` live (the arm's, :mod:`rlpilot.envs.arm.controllers`), imported by name when one is
-asked for: they subclass :class:`Controller` from here, so an import statement back would be a cycle."""
+ARM_CONTROLLERS = "rlpilot.envs.arm.catalogue"
+"""Where the built-in names are looked up (the arm's ``pd``, ``pid`` and ``adaptive-pd``,
+:mod:`rlpilot.envs.arm.catalogue`), imported by name when one is asked for: they subclass :class:`Controller` from
+here, so an import statement back would be a cycle."""
 
 
 def is_user_controller(name: str) -> bool:
@@ -136,7 +137,7 @@ def base_controller(name: str, env_id: str, kwargs: dict | None = None):
     cls = arm.built_in(name, env_id)
     if cls is None:
         raise UserError(
-            f"{name} is the inverse-kinematics controller of the arm envs ({', '.join(arm.ARM_IDS)}); "
+            f"{name} is the inverse-kinematics controller of the arm envs ({', '.join(arm.built_for(name))}); "
             f"for '{env_id}' name your own, package.module:Class ({GUIDE}), or try --controller random"
         )
     return _construct(cls, name, kwargs)
@@ -289,8 +290,8 @@ def _export_or_refuse(module: torch.nn.Module, examples: tuple, kwargs: dict, na
 def build_controller(
     name: str, env_id: str, vector_env, kwargs: dict | None = None
 ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The named controller (``random``, ``pd``, ``pid`` or ``package.module:Class``) for the vector env
-    ``vector_env`` of ``env_id``, checked against its spaces; a clear error where it does not apply."""
+    """The named controller (``random``, ``pd``, ``pid``, ``adaptive-pd`` or ``package.module:Class``) for the
+    vector env ``vector_env`` of ``env_id``, checked against its spaces; a clear error where it does not apply."""
     if name == "random":
         return random_policy(vector_env.action_space)
     if name in BUILT_IN or is_user_controller(name):

@@ -126,3 +126,46 @@ def make_observations(rows: int) -> np.ndarray:
     observations[:, :4] = np.concatenate([np.cos(observations[:, :2]), np.sin(observations[:, :2])], -1)
     observations[:, 6:8] = observations[:, 6:8].clip(-1, 1) * 0.1
     return observations
+
+
+def test_an_adaptive_pd_gain_schedule_exports_with_its_identification_as_state_and_plays_the_same(tmp_path):
+    """adaptive-pd (rlpilot.envs.arm.adaptive) identifies the arm as it runs: its regression is the artifact's
+    state (27 numbers, zeros at an episode's start), carried by eval and by the exported graph alike; the ONNX
+    artifact is the controller's step with the schedule's multipliers, checked against it computed here over a
+    stretch of real states."""
+    from rlpilot.envs.arm.adaptive import STATE_SIZE, TrackAdaptivePD
+    from rlpilot.envs.arm.env import ReacherTrackEnv
+    from rlpilot.envs.residual import gain_multipliers
+    from rlpilot.play.load import StatefulArtifact, load_artifact
+
+    run_dir = tmp_path / "run"
+    tiny = [a.replace("env.base_controller=pd", "env.base_controller=adaptive-pd") for a in TINY]
+    tiny += ["--set", "env.residual_mode=gains", "--set", "env.residual_scale=1.0"]
+    result = run_cli("train", "sac", "rlpilot/ReacherTrack-v0", *tiny, "--run-dir", run_dir, "-q", timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_cli("export", run_dir, "--format", "onnx", timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    artifact = run_dir / "export" / "policy.onnx"
+    run_artifact, signature = load_artifact(artifact)
+    assert isinstance(run_artifact, StatefulArtifact) and signature["state"] == {"size": STATE_SIZE, "initial": 0.0}
+    assert signature["parity"]["max_abs_diff"] < 1e-4
+    assert_artifact_plays_like_the_run(run_dir, artifact)
+    # the artifact against the controller's step, along a real episode's states (the regression filled in)
+    policy, config = load_policy(run_dir), load_run(run_dir).config()
+    controller, session = TrackAdaptivePD(), ort.InferenceSession(str(artifact))
+    env = ReacherTrackEnv(action_delay=1)
+    observation, _ = env.reset(seed=4)
+    state = np.zeros((1, STATE_SIZE), dtype=np.float32)
+    worst = 0.0
+    for _ in range(60):
+        obs = torch.as_tensor(observation[None])
+        normalised = (obs - policy.obs_norm["loc"]) / policy.obs_norm["scale"] if policy.obs_norm else obs
+        with torch.no_grad():
+            gains = gain_multipliers(policy.algo.greedy_action(normalised), config.env.residual_scale)
+            expected, _ = controller.step(obs, torch.as_tensor(state), gains)
+        action, state = session.run(None, {"observation": observation[None], "state": state})
+        worst = max(worst, float(np.abs(action - expected.numpy()).max()))
+        observation, *_ = env.step(action[0])
+    env.close()
+    assert worst < 1e-4
+    assert controller.estimates(torch.as_tensor(state))[1].item() > 0.9  # it found the delay, inside the artifact

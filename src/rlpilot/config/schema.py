@@ -135,16 +135,18 @@ class EnvConfig:
     ``None`` keeps the env's size."""
     grayscale: bool = False
     """Image observations: RGB frames to one gray channel (TorchRL's ``GrayScale``)."""
-    base_controller: str = _check("none", controller=("none", "pd", "pid"))
+    base_controller: str = _check("none", controller=("none", "pd", "pid", "adaptive-pd"))
     """Residual RL: a controller runs inside the env and the policy corrects it (``residual_mode``): ``pd`` /
     ``pid`` (the arm envs' inverse kinematics + PD with velocity feed-forward, + an anti-windup integral;
-    ``rlpilot.envs.arm.controllers``) or your own, ``package.module:Class``, a ``torch.nn.Module`` following
-    ``rlpilot.controllers.Controller`` (docs/your-controller.md). The policy's last layer starts at zero, so
-    training starts at the controller's score; ``rlpilot export`` writes controller + policy as one artifact.
-    ``none``: off."""
+    ``rlpilot.envs.arm.controllers``), ``adaptive-pd`` (the tracking arm's PD retuned every step from an online
+    identification of the arm; ``rlpilot.envs.arm.adaptive``) or your own, ``package.module:Class``, a
+    ``torch.nn.Module`` following ``rlpilot.controllers.Controller`` (docs/your-controller.md). The policy's
+    last layer starts at zero, so training starts at the controller's score; ``rlpilot export`` writes
+    controller + policy as one artifact. ``none``: off."""
     base_controller_kwargs: dict = field(default_factory=dict)
     """Keyword arguments the base controller is built with (``{kp: 2.0, ki: 0.5}``): a user's controller's
-    constructor arguments, or the arm controllers' gains (``kp``, ``kd``, ``ki``)."""
+    constructor arguments, or the arm controllers' gains (``kp``, ``kd``, ``ki``; ``adaptive-pd``: its schedule's
+    and estimator's constants, ``rlpilot.envs.arm.adaptive.ADAPTIVE_GAINS``)."""
     residual_scale: float = positive(0.2)
     """Residual RL: action units the policy can add to the base controller's output (actions are in [-1, 1]);
     with ``residual_mode=gains``, decades the policy can move each gain (1.0: kp and kd from 1/10 to 10 times

@@ -9,6 +9,9 @@ an RL policy is measured against and built on.
 - ``controllers``: the ``pd`` / ``pid`` controllers (``ReacherPD``, ``TrackPD``, ``TrackPID``), their gains,
   the batched torch kinematics, ``ARM_ERROR_MONITOR`` (the observation column ``env.residual_gate`` reads);
   torch, never MuJoCo.
+- ``adaptive``: ``adaptive-pd`` (``TrackAdaptivePD``), the tracking PD retuned every step from an online
+  identification of the arm (delay, actuator strength, noise); torch.
+- ``catalogue``: which class each built-in controller name is, for which env.
 - ``history``: ``obs_history`` carried as an exported controller's state (``HistoryState``, ``HistoryPolicy``;
   what ``rlpilot export`` builds for a run with it); torch, and the env module's column constants.
 

@@ -1,4 +1,5 @@
-"""The arm's classical controllers (``env.base_controller`` / ``--controller`` ``pd`` and ``pid``), instances of
+"""The arm's classical controllers (``env.base_controller`` / ``--controller`` ``pd``, ``pid`` and ``adaptive-pd``: the
+last in :mod:`rlpilot.envs.arm.adaptive`; which class a name is: :mod:`rlpilot.envs.arm.catalogue`), instances of
 the controller protocol (:class:`rlpilot.controllers.Controller`): batched torch, exportable with a policy.
 Imports torch, never MuJoCo: building a controller does not load the simulator.
 
@@ -35,23 +36,12 @@ PID_GAINS = {"kp": 0.3, "kd": 0.05}
 REACHER_IDS = ("Reacher-v5",)
 TRACK_IDS = ("rlpilot/ReacherTrack-v0",)
 ARM_IDS = (*REACHER_IDS, *TRACK_IDS)
-"""The envs ``pd`` and ``pid`` are built for."""
+"""The envs ``pd`` and ``pid`` are built for (``adaptive-pd``: the tracking arm's only)."""
 
 ARM_ERROR_MONITOR = -1
 """The error monitor's column in a ``rlpilot/ReacherTrack-v0`` observation: the last float, with
 ``env.kwargs.obs_error_peak``. What ``env.residual_gate`` reads on the arm where ``env.residual_gate_index`` is
 unset and the controller has no ``gate_signal``."""
-
-
-def built_in(name: str, env_id: str) -> type | None:
-    """The class of the arm's controller ``name`` (``pd`` or ``pid``) for ``env_id``, None for an env that is not
-    the arm. Reaching a fixed target (``Reacher-v5``) both are :class:`ReacherPD`: a PD has no steady-state
-    error to integrate there (module docstring)."""
-    if env_id in TRACK_IDS:
-        return TrackPD if name == "pd" else TrackPID
-    if env_id in REACHER_IDS:
-        return ReacherPD
-    return None
 
 
 def forward_kinematics(q1: torch.Tensor, q2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
