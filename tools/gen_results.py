@@ -670,14 +670,15 @@ NOT_MEASURED = "n/m"
 """A robot_arm_track cell a reused RL group has no measure for (a condition added after its runs were gone)."""
 
 
-def ratio_to_oracle_lines(data: dict) -> list[str]:
-    """Every row's tracking RMSE over the per-condition retuned PD's (issue 37's bar: at most 1.2x)."""
+def ratio_to_oracle_lines(data: dict, reference: str = ORACLE_ROW) -> list[str]:
+    """Every row's tracking RMSE over the per-condition retuned PD's (issue 37's bar: at most 1.2x), or over
+    another ``reference`` row's."""
     conditions = list(data["conditions"])
-    names = [n for n in next(iter(data["conditions"].values())) if n != ORACLE_ROW]
+    names = [n for n in next(iter(data["conditions"].values())) if n != reference]
     lines = ["| controller | " + " | ".join(conditions) + " |", "|---|" + "---|" * len(conditions)]
     for name in names:
         cells = [
-            f"{data['conditions'][c][name]['RMSE (mm)'] / data['conditions'][c][ORACLE_ROW]['RMSE (mm)']:.2f}x"
+            f"{data['conditions'][c][name]['RMSE (mm)'] / data['conditions'][c][reference]['RMSE (mm)']:.2f}x"
             if name in data["conditions"][c]
             else NOT_MEASURED
             for c in conditions
@@ -713,6 +714,40 @@ def robot_arm_track_summary(path: Path, detail: str = TRACK_DETAIL, ratios: bool
         text += "\n\nThe same rows' RMSE as a ratio to the PD retuned for each condition (the oracle):\n\n"
         text += "\n".join(ratio_to_oracle_lines(data))
     return text
+
+
+ROBUST_ROW = "PD robust (gains for randomised dynamics)"
+
+
+def arm_adaptive_tune_table(path: Path) -> str:
+    """benchmarks/arm_adaptive_tune.py: the adaptive PD's constants as searched, the cost, the tuning RMSE."""
+    data = json.loads(path.read_text())
+    best = {k: v for k, v in data["best"].items() if k != "score"}
+    constants = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in best.items())
+    conditions = list(data["tuning_rmse_mm"])
+    return "\n".join(
+        [
+            f"Constants found (trial {data['best_trial']} of {data['trials']}): {constants}. Mean return on the "
+            f"training arm's tuning episodes {data['best']['score']:.3f} (the hand-set start: {data['start_score']:.3f}). "
+            f"Cost: {data['wall_s']:.0f} s of wall time, {data['simulated_s']:,.0f} simulated seconds "
+            f"({data['trials']} trials of {data['episodes']} episodes).",
+            "",
+            "| tuning episodes 0-31 | " + " | ".join(conditions) + " |",
+            "|---|" + "---|" * len(conditions),
+            "| RMSE (mm) | " + " | ".join(f"{data['tuning_rmse_mm'][c]:.3g}" for c in conditions) + " |",
+            "",
+            source_line(path, data["stamp"]),
+        ]
+    )
+
+
+def robot_arm_beyond(path: Path) -> str:
+    """benchmarks/robot_arm_track.py on levels and combinations beyond the named conditions: RMSE and effort, then
+    each row's RMSE as a ratio to the robust PD's (no oracle was tuned there)."""
+    data = json.loads(path.read_text())
+    text = robot_arm_track_summary(path, "no per-condition oracle was tuned for these", ratios=False)
+    text += "\n\nThe same rows' RMSE as a ratio to the robust PD's (one set of gains tuned on randomised dynamics):\n\n"
+    return text + "\n".join(ratio_to_oracle_lines(data, ROBUST_ROW))
 
 
 def arm_schedule_tuning(path: Path) -> str:
@@ -926,6 +961,8 @@ SOURCES = {
     "throughput_gpu": ("throughput-h200-*.txt", throughput_gpu_table),
     "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
     "robot_arm_track_summary": ("robot_arm_track-*.json", robot_arm_track_summary),
+    "robot_arm_beyond": ("robot_arm_beyond-*.json", robot_arm_beyond),
+    "arm_adaptive_tune": ("arm_adaptive_tune-*.json", arm_adaptive_tune_table),
     "arm_schedule_tuning": ("arm_schedule_tuning-*.json", arm_schedule_tuning),
     "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),
     "startup": ("startup-*.json", startup_table),
