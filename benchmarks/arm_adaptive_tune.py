@@ -1,6 +1,6 @@
 """Tunes the classical adaptive controller's constants once (``adaptive-pd``, rlpilot.envs.arm.adaptive): an Optuna
 TPE search of its schedule (kp and kd on a free arm, kp under a delay, the noise limit, how kp and kd follow the
-estimated actuator strength) and its estimator (prior, velocity gate, samples before trusting the estimates) on
+estimated actuator strength, kp's ceiling) and its estimator (prior, velocity gate, samples before trusting the estimates) on
 the arm the RL students train on: every disturbance present at half the resets (``randomize: all``,
 ``randomize_prob: 0.5``), scored by mean return on tuning episodes 0-63 (evaluation uses 12345 on). The first
 trial is the hand-set starting point. What it costs is reported (wall and simulated seconds), as for the other
@@ -35,6 +35,7 @@ SEARCH_SPACE = {  # name: (low, high, log scale) for floats, (low, high) for who
     "noise_limit": (0.01, 0.2, True),
     "kp_gain_power": (-1.0, 2.0, False),
     "kd_gain_power": (-1.0, 3.0, False),
+    "kp_max": (5.0, 60.0, True),
     "prior": (1e-6, 1e-3, True),
     "gate": (0.01, 0.3, True),
     "min_samples": (2, 24),
@@ -46,6 +47,7 @@ START = {  # the hand-set point the search starts from
     "noise_limit": 0.04,
     "kp_gain_power": 1.0,
     "kd_gain_power": 1.0,
+    "kp_max": 30.0,
     "prior": 1e-4,
     "gate": 0.05,
     "min_samples": 6,

@@ -13,6 +13,7 @@ with a 95% bootstrap interval over runs.
         [--autotune benchmarks/results/arm_autotune-DATE.json] [--episodes 100] [--conditions nominal,delay] \\
         [--out benchmarks/results/robot_arm_track-DATE.json]
     python benchmarks/robot_arm_track.py --figure runs/res-s0 --figure-condition all   # the path figure
+    python benchmarks/robot_arm_track.py --figure adaptive-pd --figure-condition delay --figure-out FILE.png
 """
 
 from __future__ import annotations
@@ -199,10 +200,13 @@ def run_label(run: str) -> str:
     return f"{what} ({Path(run).name})"
 
 
-def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
-    """Reference and fingertip paths of one episode under ``condition``: PD (nominal gains) beside the run."""
+def path_figure(target_name: str, condition: str, out: Path, seed: int, gains: dict) -> None:
+    """Reference and fingertip paths of one episode under ``condition``: the PD with the nominal gains and with
+    the robust ones beside ``target_name``, a trained run or a built-in controller (``adaptive-pd``)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    from rlpilot.controllers import BUILT_IN, base_controller
 
     def trace(policy, build) -> tuple[np.ndarray, np.ndarray, float]:
         """One episode: ``build()`` makes the env (a run's own, with its saved normalisation), ``policy(env)``
@@ -225,23 +229,32 @@ def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
         env.close()
         return np.array(references), np.array(tips), float(info["track_rmse"][0])
 
-    kwargs = EVALUATION[condition]
-    pd = trace(
-        lambda env: TrackPD(**TRACK_GAINS),
-        lambda: make_env(EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs), num_envs=1, seed=seed),
-    )
-    target = playable(run)
-    target.env_config = replace(target.env_config, kwargs=under(target.env_config.kwargs, kwargs))
-    learned = trace(target.policy_for, lambda: target.make_env(num_envs=1, seed=seed))
-    figure = Figure(figsize=(10, 5))
+    kwargs = {**EVALUATION, **BEYOND}[condition]
+
+    def plain_env():
+        return make_env(EnvConfig(id=ENV_ID, backend="sync", kwargs=kwargs), num_envs=1, seed=seed)
+
+    robust_pd, _ = tuned(gains["gains"]["robust"])
+    panels = {
+        "PD, nominal gains": trace(lambda env: TrackPD(**TRACK_GAINS), plain_env),
+        f"PD, robust gains (kp {robust_pd.kp:g})": trace(lambda env: robust_pd, plain_env),
+    }
+    if target_name in BUILT_IN:
+        controller = base_controller(target_name, ENV_ID)
+        panels[target_name] = trace(lambda env: controller, plain_env)
+    else:
+        target = playable(target_name)
+        target.env_config = replace(target.env_config, kwargs=under(target.env_config.kwargs, kwargs))
+        panels[run_label(target_name)] = trace(target.policy_for, lambda: target.make_env(num_envs=1, seed=seed))
+    figure = Figure(figsize=(5 * len(panels), 5))
     FigureCanvasAgg(figure)
     for index, (axis, (name, (reference, tip, rmse))) in enumerate(
-        zip(figure.subplots(1, 2), (("PD, nominal gains", pd), (run_label(run), learned)))
+        zip(figure.subplots(1, len(panels)), panels.items())
     ):
         axis.plot(reference[:, 0], reference[:, 1], "k--", lw=1.5, label="reference")
-        axis.plot(tip[:, 0], tip[:, 1], color="C0" if index == 0 else "C2", lw=1.2, label="fingertip")
+        axis.plot(tip[:, 0], tip[:, 1], color=("C0", "C3", "C2")[index], lw=1.2, label="fingertip")
         axis.plot(*tip[0], "o", color="C1", label="start")
-        axis.set_title(f"{name}: RMSE {rmse * 1000:.1f} mm")
+        axis.set_title(f"{name}: RMSE {rmse * 1000:.1f} mm", fontsize=10)
         axis.set_aspect("equal")
         axis.set_xlim(-0.22, 0.22)
         axis.set_ylim(-0.22, 0.22)
@@ -250,7 +263,7 @@ def path_figure(run: str, condition: str, out: Path, seed: int) -> None:
     figure.suptitle(f"rlpilot/ReacherTrack-v0, condition '{condition}', episode seed {seed}", fontsize=11)
     figure.tight_layout()
     figure.savefig(out, dpi=100)
-    print(f"figure: {out} (RMSE: PD {pd[2] * 1000:.1f} mm, run {learned[2] * 1000:.1f} mm)")
+    print(f"figure: {out} (RMSE: " + ", ".join(f"{n} {v[2] * 1000:.1f} mm" for n, v in panels.items()) + ")")
 
 
 def main() -> int:
@@ -275,18 +288,20 @@ def main() -> int:
         "their file and commit: groups whose runs are gone need not be retrained to stay in the table",
     )
     parser.add_argument("--out", default=None)
-    parser.add_argument("--figure", metavar="RUN", help="draw the path figure for this run")
+    parser.add_argument(
+        "--figure", metavar="RUN", help="draw the path figure for this run or built-in controller (adaptive-pd)"
+    )
     parser.add_argument("--figure-condition", default="all")
     parser.add_argument("--figure-out", default=str(ROOT / "docs" / "img" / "arm-track-paths.png"))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    if args.figure:
-        path_figure(args.figure, args.figure_condition, Path(args.figure_out), args.seed)
-        return 0
     gains_path = (
         Path(args.gains) if args.gains else sorted((ROOT / "benchmarks" / "results").glob("arm_gains-*.json"))[-1]
     )
     gains = json.loads(gains_path.read_text())
+    if args.figure:
+        path_figure(args.figure, args.figure_condition, Path(args.figure_out), args.seed, gains)
+        return 0
     autotune = json.loads(Path(args.autotune).read_text()) if args.autotune else None
     groups = {}
     for item in args.group:

@@ -717,6 +717,46 @@ def robot_arm_track_summary(path: Path, detail: str = TRACK_DETAIL, ratios: bool
 
 
 ROBUST_ROW = "PD robust (gains for randomised dynamics)"
+ANSWER_ROWS = {  # the page's question, per condition: these rows of the comparison, by what they are
+    "PD oracle (gains for this condition)": "PD retuned for the condition (oracle)",
+    ROBUST_ROW: "PD tuned once on randomised dynamics (robust)",
+    "PID Optuna (randomised arm)": "PID searched by Optuna on the randomised arm",
+    "PD adaptive (online identification, adaptive-pd)": "PD retuned online from an identification (adaptive-pd)",
+}
+ANSWER_RL = "PPO gain schedule on PD from measured history (ppo-reacher-track-adaptive)"
+"""The deployable RL student the question is asked of (the best RL row over the conditions)."""
+
+
+def robot_arm_answer(path: Path) -> str:
+    """docs/robot-arm.md's answer, per condition: the oracle's RMSE, then each classical answer's and the RL
+    student's as a ratio to it, and whether the RL student is within issue 37's bar (1.2x the oracle, below the
+    robust PD)."""
+    data = json.loads(path.read_text())
+    conditions = list(data["conditions"])
+    lines = ["| | " + " | ".join(conditions) + " |", "|---|" + "---|" * len(conditions)]
+    oracle = {c: data["conditions"][c][ORACLE_ROW]["RMSE (mm)"] for c in conditions}
+    lines.append("| oracle RMSE (mm) | " + " | ".join(f"{oracle[c]:.3g}" for c in conditions) + " |")
+    for name, label in [*ANSWER_ROWS.items(), (ANSWER_RL, "RL student (PPO schedule from measured history)")]:
+        if name == ORACLE_ROW:
+            continue
+        cells = []
+        for c in conditions:
+            row = data["conditions"][c].get(name)
+            cells.append(f"{row['RMSE (mm)'] / oracle[c]:.2f}x" if row else NOT_MEASURED)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    verdicts = []
+    for c in conditions:
+        row, robust = data["conditions"][c].get(ANSWER_RL), data["conditions"][c][ROBUST_ROW]["RMSE (mm)"]
+        if row is None:
+            verdicts.append(NOT_MEASURED)
+            continue
+        within = row["RMSE (mm)"] <= 1.2 * oracle[c] and row["RMSE (mm)"] < robust
+        verdicts.append("**yes**" if within else "no")
+    lines.append("| RL replaces the tuning (<= 1.2x oracle, < robust)? | " + " | ".join(verdicts) + " |")
+    return "\n".join(lines) + (
+        f"\n\nRatios of tracking RMSE to the oracle's; {data['episodes']} episodes per cell; the RL student is the IQM "
+        "over its held-out training seeds. " + source_line(path, data["stamp"])
+    )
 
 
 def arm_adaptive_tune_table(path: Path) -> str:
@@ -728,7 +768,8 @@ def arm_adaptive_tune_table(path: Path) -> str:
     return "\n".join(
         [
             f"Constants found (trial {data['best_trial']} of {data['trials']}): {constants}. Mean return on the "
-            f"training arm's tuning episodes {data['best']['score']:.3f} (the hand-set start: {data['start_score']:.3f}). "
+            f"training arm's tuning episodes {data['best']['score']:.3f} "
+            f"(the hand-set start: {data['start_score']:.3f}). "
             f"Cost: {data['wall_s']:.0f} s of wall time, {data['simulated_s']:,.0f} simulated seconds "
             f"({data['trials']} trials of {data['episodes']} episodes).",
             "",
@@ -962,6 +1003,7 @@ SOURCES = {
     "robot_arm_track": ("robot_arm_track-*.json", robot_arm_track_table),
     "robot_arm_track_summary": ("robot_arm_track-*.json", robot_arm_track_summary),
     "robot_arm_beyond": ("robot_arm_beyond-*.json", robot_arm_beyond),
+    "robot_arm_answer": ("robot_arm_track-*.json", robot_arm_answer),
     "arm_adaptive_tune": ("arm_adaptive_tune-*.json", arm_adaptive_tune_table),
     "arm_schedule_tuning": ("arm_schedule_tuning-*.json", arm_schedule_tuning),
     "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),

@@ -17,15 +17,18 @@ sums, with a weak prior. ``a0 + a1`` is the actuator's
 strength (``gain = (a0 + a1) / B_NOMINAL``), ``a1 / (a0 + a1)`` the share of the response that comes a step
 late (the delay: 0 or 1), ``c`` the damping. A sample counts only while the joint moves the same way across it
 (``|v| > gate``, one sign): a joint held by static friction does not respond to its command at all. The
-measurement noise is the root-mean-square of what the measured angles move beyond what the measured velocities
-explain (MuJoCo's semi-implicit Euler with two substeps: ``q_t - q_{t-1} = 0.005 v_{t-1} + 0.015 v_t`` up to
-the change of acceleration within a step).
+measurement noise comes from what the measured angles move beyond what the measured velocities explain (MuJoCo's
+semi-implicit Euler with two substeps: ``q_t - q_{t-1} = 0.005 v_{t-1} + 0.015 v_t`` up to the change of
+acceleration within a step): white noise on the angles makes consecutive residuals anti-correlated, and
+``sqrt(-mean(r_t r_{t-1}))`` is its standard deviation, where the model's own error in a hard acceleration (smooth,
+positively correlated) counts nothing (the residuals' root-mean-square took those for noise and lowered kp on a
+noise-free arm).
 
 **How it retunes** (the schedule's constants are tuned once on the randomised arm by
 ``benchmarks/arm_adaptive_tune.py``; the defaults are that result)::
 
     kp = kp_free ** (1 - delay) * kp_delay ** delay / gain ** kp_gain_power   # geometric blend, per the delay
-    kp = min(kp, noise_limit / noise)                                          # action noise kp * noise bounded
+    kp = min(kp, noise_limit / noise, kp_max)                                  # action noise kp * noise bounded
     kd = kd_free / gain ** kd_gain_power
 
 The prior (before the arm has moved enough to tell) is the delayed arm, ``a1 = B_NOMINAL``: the controller starts
@@ -54,7 +57,8 @@ VELOCITY, COS, SIN = slice(4, 6), slice(0, 2), slice(2, 4)  # the tracking obser
 
 # The state's layout, per env: the last three commands, the last two measured velocities, the last measured
 # angles, the number of steps seen, the running sum of squared angle residuals, then the regression's sufficient
-# statistics (the sum of phi phi^T over the samples taken, the sum of phi y, and their number): all zeros at an
+# statistics (the sum of phi phi^T over the samples taken, the sum of phi y, and their number), and the last angle
+# residuals (the noise estimate's lag-one products need them): all zeros at an
 # episode's start, and sums, so that nothing cancels in float32 (a covariance stored relative to its large prior
 # lost its last digits and differed between torch and onnxruntime).
 U1, U2, U3 = slice(0, 2), slice(2, 4), slice(4, 6)
@@ -64,7 +68,8 @@ COUNT, NOISE_SUM = 12, 13
 INFORMATION = slice(14, 23)
 MOMENT = slice(23, 26)
 ADMITTED = 26
-STATE_SIZE = 27
+RESIDUAL = slice(27, 29)
+STATE_SIZE = 29
 
 # The schedule's and the estimator's constants, tuned once: benchmarks/arm_adaptive_tune.py's Optuna search (80
 # trials) on the arm the RL students train on (every disturbance present at half the resets; tuning episodes
@@ -76,6 +81,7 @@ ADAPTIVE_GAINS = {
     "noise_limit": 0.0273,
     "kp_gain_power": 1.34,
     "kd_gain_power": 0.762,
+    "kp_max": 30.0,
     "prior": 8.6e-6,
     "gate": 0.0543,
     "min_samples": 3,
@@ -109,12 +115,13 @@ class TrackAdaptivePD(TrackPD):
         noise_limit: float = ADAPTIVE_GAINS["noise_limit"],
         kp_gain_power: float = ADAPTIVE_GAINS["kp_gain_power"],
         kd_gain_power: float = ADAPTIVE_GAINS["kd_gain_power"],
+        kp_max: float = ADAPTIVE_GAINS["kp_max"],
         prior: float = ADAPTIVE_GAINS["prior"],
         gate: float = ADAPTIVE_GAINS["gate"],
         min_samples: int = ADAPTIVE_GAINS["min_samples"],
     ):
         super().__init__(kp, kd)
-        for name, value in (("kp_delay", kp_delay), ("noise_limit", noise_limit), ("prior", prior)):
+        for name, value in (("kp_delay", kp_delay), ("noise_limit", noise_limit), ("prior", prior), ("kp_max", kp_max)):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         self.kp_delay = float(kp_delay)
@@ -125,6 +132,8 @@ class TrackAdaptivePD(TrackPD):
         """kp is divided by the estimated actuator strength to this power."""
         self.kd_gain_power = float(kd_gain_power)
         """kd is divided by the estimated actuator strength to this power."""
+        self.kp_max = float(kp_max)
+        """kp never exceeds this (a weak motor's estimate raises kp; a discrete loop has a ceiling)."""
         self.prior = float(prior)
         """Weight of the prior (a delayed nominal arm), in unit-excitation samples (a ridge on the regression)."""
         self.gate = float(gate)
@@ -142,7 +151,7 @@ class TrackAdaptivePD(TrackPD):
         known = state[:, ADMITTED] >= self.min_samples
         gain = torch.where(known, (total / B_NOMINAL).clamp(0.4, 2.5), torch.ones_like(total))
         delay = torch.where(known, (theta[:, 1] / safe).clamp(0.0, 1.0), torch.ones_like(total))
-        noise = torch.sqrt(state[:, NOISE_SUM] / state[:, COUNT].clamp(min=1.0))
+        noise = torch.sqrt((-state[:, NOISE_SUM] / (state[:, COUNT] - 1.0).clamp(min=1.0)).clamp(min=0.0))
         return gain, delay, noise
 
     def parameters_of(self, state: torch.Tensor) -> torch.Tensor:
@@ -163,10 +172,12 @@ class TrackAdaptivePD(TrackPD):
         velocity = observation[:, VELOCITY]
         angles = torch.atan2(observation[:, SIN], observation[:, COS])
         count = state[:, COUNT]
-        # measurement noise: the angles' move beyond what the velocities explain, from the second observation on
+        # measurement noise: the angles' move beyond what the velocities explain (from the second observation on),
+        # its lag-one products summed (from the third): white noise makes consecutive residuals anti-correlated,
+        # -E[r_t r_{t-1}] = its variance, where the model's own error (smooth, during hard accelerations) does not
         residual = wrap_angle(angles - state[:, Q1]) - 0.005 * state[:, V1] - 0.015 * velocity
-        seen = (count >= 1.0).to(observation.dtype)
-        noise_sum = state[:, NOISE_SUM] + seen * residual.square().mean(dim=-1)
+        residual = residual * (count >= 1.0).to(observation.dtype)[:, None]
+        noise_sum = state[:, NOISE_SUM] + (residual * state[:, RESIDUAL]).mean(dim=-1)
         # the regression, from the fourth observation on (three commands before it)
         v1, v2 = state[:, V1], state[:, V2]
         target = (velocity - v1) - (v1 - v2)
@@ -191,6 +202,7 @@ class TrackAdaptivePD(TrackPD):
                 information.reshape(-1, 9),
                 moment,
                 (state[:, ADMITTED] + weight.sum(dim=-1)).unsqueeze(-1),
+                residual,
             ],
             dim=-1,
         )
@@ -200,6 +212,7 @@ class TrackAdaptivePD(TrackPD):
         gain, delay, noise = self.estimates(state)
         kp = torch.exp((1.0 - delay) * math.log(self.kp) + delay * math.log(self.kp_delay))
         kp = torch.minimum(kp / gain.pow(self.kp_gain_power), self.noise_limit / noise.clamp(min=1e-6))
+        kp = kp.clamp(max=self.kp_max)
         kd = self.kd / gain.pow(self.kd_gain_power)
         return kp.unsqueeze(-1), kd.unsqueeze(-1)
 
