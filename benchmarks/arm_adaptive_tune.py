@@ -1,12 +1,12 @@
 """Tunes the classical adaptive controller's constants once (``adaptive-pd``, rlpilot.envs.arm.adaptive): an Optuna
-TPE search of its schedule (kp and kd on a free arm, kp under a delay, the noise limit, how kp and kd follow the
-estimated actuator strength, kp's ceiling) and its estimator (prior, velocity gate, samples before trusting the estimates) on
-the arm the RL students train on: every disturbance present at half the resets (``randomize: all``,
+TPE search of its schedule (kp and kd on a free arm, kp under a delay, the noise limit, how kp and kd
+follow the estimated actuator strength, kp's ceiling, kp before the arm is known) and its estimator (prior,
+velocity gate, samples before trusting the estimates) on the arm the RL students train on: every disturbance present at half the resets (``randomize: all``,
 ``randomize_prob: 0.5``), scored by mean return on tuning episodes 0-63 (evaluation uses 12345 on). The first
 trial is the hand-set starting point. What it costs is reported (wall and simulated seconds), as for the other
 tuners (arm_autotune.py).
 
-    python benchmarks/arm_adaptive_tune.py [--trials 80] [--episodes 64] \\
+    python benchmarks/arm_adaptive_tune.py [--trials 120] [--episodes 64] \\
         [--out benchmarks/results/arm_adaptive_tune-DATE.json]
 """
 
@@ -36,6 +36,7 @@ SEARCH_SPACE = {  # name: (low, high, log scale) for floats, (low, high) for who
     "kp_gain_power": (-1.0, 2.0, False),
     "kd_gain_power": (-1.0, 3.0, False),
     "kp_max": (5.0, 60.0, True),
+    "kp_start": (0.5, 20.0, True),
     "prior": (1e-6, 1e-3, True),
     "gate": (0.01, 0.3, True),
     "min_samples": (2, 24),
@@ -48,6 +49,7 @@ START = {  # the hand-set point the search starts from
     "kp_gain_power": 1.0,
     "kd_gain_power": 1.0,
     "kp_max": 30.0,
+    "kp_start": 1.0,
     "prior": 1e-4,
     "gate": 0.05,
     "min_samples": 6,
@@ -63,7 +65,7 @@ def suggest(trial, name: str, space: tuple):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=80)
+    parser.add_argument("--trials", type=int, default=120)
     parser.add_argument("--episodes", type=int, default=64, help="tuning episodes per trial (seeds 0..N-1)")
     parser.add_argument("--seed", type=int, default=0, help="the TPE sampler's seed")
     parser.add_argument("--out", default=None)

@@ -58,13 +58,13 @@ def test_it_measures_the_noise_and_lowers_kp_for_it_and_for_a_delay():
     assert kp["noisy"] < 0.6 * kp["quiet"] and kp["delayed"] < 0.6 * kp["quiet"]
 
 
-def test_before_the_arm_has_moved_it_runs_the_gains_that_are_safe_under_a_delay():
+def test_before_the_arm_has_moved_it_runs_its_starting_gain_and_leans_to_a_delay():
     controller = TrackAdaptivePD()
     state = torch.zeros(3, STATE_SIZE)  # an episode's start
     gain, delay, _ = controller.estimates(state)
     assert torch.equal(gain, torch.ones(3)) and torch.equal(delay, torch.ones(3))
     kp, kd = controller.adapted_gains(state)
-    assert torch.allclose(kp, torch.full((3, 1), ADAPTIVE_GAINS["kp_delay"]))
+    assert torch.allclose(kp, torch.full((3, 1), ADAPTIVE_GAINS["kp_start"]))
 
 
 def test_a_delayed_arm_tracks_as_well_as_the_pd_tuned_for_the_delay_and_the_nominal_arm_as_the_nominal_pd():

@@ -31,8 +31,9 @@ noise-free arm).
     kp = min(kp, noise_limit / noise, kp_max)                                  # action noise kp * noise bounded
     kd = kd_free / gain ** kd_gain_power
 
-The prior (before the arm has moved enough to tell) is the delayed arm, ``a1 = B_NOMINAL``: the controller starts
-at the gains that are safe under a delay and moves to the fast ones as the data shows there is none; ``prior``
+Until the regression has ``min_samples`` samples (the first few steps) kp is ``kp_start``, for an arm not known
+yet. The prior is the delayed arm, ``a1 = B_NOMINAL``: with little data the estimates lean to the gains that are
+safe under a delay and move to the fast ones as the data shows there is none; ``prior``
 is how many well-excited samples that prior is worth.
 
 Stateful (the controller protocol's ``step``; the state is the regression and the recent commands and
@@ -71,7 +72,7 @@ ADMITTED = 26
 RESIDUAL = slice(27, 29)
 STATE_SIZE = 29
 
-# The schedule's and the estimator's constants, tuned once: benchmarks/arm_adaptive_tune.py's Optuna search (80
+# The schedule's and the estimator's constants, tuned once: benchmarks/arm_adaptive_tune.py's Optuna search (120
 # trials) on the arm the RL students train on (every disturbance present at half the resets; tuning episodes
 # 0-63), benchmarks/results/arm_adaptive_tune-2026-12-03.json.
 ADAPTIVE_GAINS = {
@@ -82,6 +83,7 @@ ADAPTIVE_GAINS = {
     "kp_gain_power": 1.34,
     "kd_gain_power": 0.762,
     "kp_max": 30.0,
+    "kp_start": 2.17,
     "prior": 8.6e-6,
     "gate": 0.0543,
     "min_samples": 3,
@@ -116,12 +118,19 @@ class TrackAdaptivePD(TrackPD):
         kp_gain_power: float = ADAPTIVE_GAINS["kp_gain_power"],
         kd_gain_power: float = ADAPTIVE_GAINS["kd_gain_power"],
         kp_max: float = ADAPTIVE_GAINS["kp_max"],
+        kp_start: float = ADAPTIVE_GAINS["kp_start"],
         prior: float = ADAPTIVE_GAINS["prior"],
         gate: float = ADAPTIVE_GAINS["gate"],
         min_samples: int = ADAPTIVE_GAINS["min_samples"],
     ):
         super().__init__(kp, kd)
-        for name, value in (("kp_delay", kp_delay), ("noise_limit", noise_limit), ("prior", prior), ("kp_max", kp_max)):
+        for name, value in (
+            ("kp_delay", kp_delay),
+            ("noise_limit", noise_limit),
+            ("prior", prior),
+            ("kp_max", kp_max),
+            ("kp_start", kp_start),
+        ):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         self.kp_delay = float(kp_delay)
@@ -134,6 +143,8 @@ class TrackAdaptivePD(TrackPD):
         """kd is divided by the estimated actuator strength to this power."""
         self.kp_max = float(kp_max)
         """kp never exceeds this (a weak motor's estimate raises kp; a discrete loop has a ceiling)."""
+        self.kp_start = float(kp_start)
+        """kp until the regression has ``min_samples`` samples (the first steps of an episode)."""
         self.prior = float(prior)
         """Weight of the prior (a delayed nominal arm), in unit-excitation samples (a ridge on the regression)."""
         self.gate = float(gate)
@@ -210,9 +221,11 @@ class TrackAdaptivePD(TrackPD):
     def adapted_gains(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(kp, kd)`` per env ([batch, 1] each) from the estimates in ``state`` (the module docstring's rule)."""
         gain, delay, noise = self.estimates(state)
-        kp = torch.exp((1.0 - delay) * math.log(self.kp) + delay * math.log(self.kp_delay))
-        kp = torch.minimum(kp / gain.pow(self.kp_gain_power), self.noise_limit / noise.clamp(min=1e-6))
-        kp = kp.clamp(max=self.kp_max)
+        kp = torch.exp((1.0 - delay) * math.log(self.kp) + delay * math.log(self.kp_delay)) / gain.pow(
+            self.kp_gain_power
+        )
+        kp = torch.where(state[:, ADMITTED] >= self.min_samples, kp, torch.full_like(kp, self.kp_start))
+        kp = torch.minimum(kp, self.noise_limit / noise.clamp(min=1e-6)).clamp(max=self.kp_max)
         kd = self.kd / gain.pow(self.kd_gain_power)
         return kp.unsqueeze(-1), kd.unsqueeze(-1)
 
