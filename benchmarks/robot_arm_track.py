@@ -12,6 +12,8 @@ with a 95% bootstrap interval over runs.
     python benchmarks/robot_arm_track.py --group "residual SAC=runs/res-s*" --group "SAC=runs/sac-s*" \\
         [--autotune benchmarks/results/arm_autotune-DATE.json] [--episodes 100] [--conditions nominal,delay] \\
         [--out benchmarks/results/robot_arm_track-DATE.json]
+    python benchmarks/robot_arm_track.py --conditions payload-6,delay-2,mix-out ... \\
+        --out benchmarks/results/robot_arm_beyond-DATE.json       # beyond the named conditions (BEYOND)
     python benchmarks/robot_arm_track.py --figure runs/res-s0 --figure-condition all   # the path figure
     python benchmarks/robot_arm_track.py --figure adaptive-pd --figure-condition delay --figure-out FILE.png
 """
@@ -64,11 +66,13 @@ def play_controller(controller, kwargs: dict, episodes: int, seed: int) -> dict[
 
 
 def under(run_kwargs: dict, condition: dict) -> dict:
-    """A run's env kwargs under a fixed condition: its randomisation and disturbances replaced by the
-    condition's, its other settings (``obs_last_action``, ``trajectory``) kept."""
+    """A run's env kwargs under a condition: its randomisation (``randomize``, ``randomize_prob``) and
+    disturbances replaced by the condition's, its other settings (``obs_last_action``, ``trajectory``) kept. (The
+    randomised condition draws every disturbance at every reset: a run trained at ``randomize_prob`` 0.5 once kept
+    its own 0.5 there.)"""
     from rlpilot.envs.arm.disturbances import NOMINAL
 
-    kept = {k: v for k, v in run_kwargs.items() if k not in NOMINAL and k != "randomize"}
+    kept = {k: v for k, v in run_kwargs.items() if k not in NOMINAL and k not in ("randomize", "randomize_prob")}
     return {**kept, **condition}
 
 
