@@ -592,8 +592,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--controller",
         metavar="NAME",
         help="play a controller instead of the policy, on the run's env or ENV: your own package.module:Class "
-        "(rlpilot.controllers.Controller; docs/your-controller.md), the arm's pd (IK + PD) or pid (with an "
-        "anti-windup integral; on Reacher-v5 the same PD), random; multi-agent simple_spread: heuristic "
+        "(rlpilot.controllers.Controller; docs/your-controller.md), the arm's pd (IK + PD), pid (with an "
+        "anti-windup integral; on Reacher-v5 the same PD) or adaptive-pd (the tracking arm's PD retuned online "
+        "from an identification of the arm), random; multi-agent simple_spread: heuristic "
         "(each agent to its landmark in the least-distance assignment), random",
     )
     p.add_argument(
