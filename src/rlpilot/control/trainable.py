@@ -68,7 +68,9 @@ class ControlTrainable:
             self.collector.publish(self.algo.acting_state())
             metrics.update(self.collector.metrics())
         reward = batch.get(("next", "reward"))  # what the learner sees (after reward scaling)
-        metrics.update({"train/reward_mean": float(reward.mean()), "train/reward_std": float(reward.std())})
+        # one host sync for both; a one-frame batch (the RL Zoo's one env, one step) has no spread: 0, not NaN
+        mean, std = torch.stack([reward.mean(), reward.std() if reward.numel() > 1 else reward.new_zeros(())]).tolist()
+        metrics.update({"train/reward_mean": mean, "train/reward_std": std})
         returns, lengths = self.collector.episodes.drain()
         events, self.collector.events = self.collector.events, []
         return Step(batch.numel(), metrics, returns, lengths, events)

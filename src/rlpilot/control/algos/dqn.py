@@ -27,6 +27,7 @@ from torchrl.envs import EnvBase
 from rlpilot import stopping
 from rlpilot.config.schema import Config, DQNConfig
 from rlpilot.control import compiled
+from rlpilot.control.algos.offpolicy import Polyak
 from rlpilot.control.collect import TRANSITION_KEYS
 from rlpilot.control.models import GreedyActor, action_kind, network
 from rlpilot.guard import Guard
@@ -46,6 +47,7 @@ class DQN:
         self.num_actions = int(spec.n)
         self.q_net = network(env.observation_spec, self.num_actions, config.model).to(device)
         self.target_net = copy.deepcopy(self.q_net).requires_grad_(False)
+        self.polyak = Polyak([(self.target_net, self.q_net)], cfg.tau)
         self.greedy_module = GreedyActor(self.q_net)
         self.sampler = (
             PrioritizedSampler(cfg.buffer_size, alpha=cfg.alpha, beta=cfg.beta_init, eps=cfg.priority_eps)
@@ -164,8 +166,7 @@ class DQN:
     def _update_target(self) -> None:
         cfg = self.config.dqn
         if cfg.target_update == "soft":
-            with torch.no_grad():
-                torch._foreach_lerp_(list(self.target_net.parameters()), self.parameters, cfg.tau)
+            self.polyak()
         elif self.updates % cfg.target_update_interval == 0:
             self.target_net.load_state_dict(self.q_net.state_dict())
 

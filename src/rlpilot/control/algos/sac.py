@@ -36,7 +36,7 @@ from torchrl.envs import EnvBase
 
 from rlpilot.config.schema import Config, ModelConfig
 from rlpilot.control import compiled
-from rlpilot.control.algos.offpolicy import OffPolicyContinuous, TwinQ, frozen, polyak
+from rlpilot.control.algos.offpolicy import OffPolicyContinuous, Polyak, TwinQ, frozen
 from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's clamp: std from ~2e-9 (near-deterministic) to ~7.4
@@ -72,6 +72,7 @@ class SAC(OffPolicyContinuous):
         ).to(device)
         self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.polyak = Polyak([(self.target_critic, self.critic)], self.cfg.tau)
         self.temperature = Temperature(cfg.alpha_init).to(device)
         self.target_entropy = target_entropy(cfg.target_entropy, self.action_dim)
         self.greedy_module = GreedyActor(self.actor, (self.low, self.high))
@@ -141,7 +142,7 @@ class SAC(OffPolicyContinuous):
         return critic_loss + actor_loss + alpha_loss, stats
 
     def after_step(self) -> None:
-        polyak(self.target_critic, self.critic, self.cfg.tau)
+        self.polyak()
 
     def phase_metrics(self) -> dict[str, float]:
         return {"sac/alpha": float(self.alpha), "sac/target_entropy": self.target_entropy}

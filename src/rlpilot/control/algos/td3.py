@@ -31,7 +31,7 @@ from torchrl.envs import EnvBase
 
 from rlpilot.config.schema import Config
 from rlpilot.control import compiled
-from rlpilot.control.algos.offpolicy import OffPolicyContinuous, TwinQ, frozen, polyak
+from rlpilot.control.algos.offpolicy import OffPolicyContinuous, Polyak, TwinQ, frozen
 from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
 
 
@@ -45,6 +45,7 @@ class TD3(OffPolicyContinuous):
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.polyak = Polyak([(self.target_critic, self.critic), (self.target_actor, self.actor)], self.cfg.tau)
         self.greedy_module = self.actor
         groups = [self.actor.parameters(), self.critic.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=config.td3.lr, fused=True)
@@ -132,8 +133,7 @@ class TD3(OffPolicyContinuous):
 
     def after_step(self) -> None:
         if self.actor_step() or not self.cfg.delay_targets:  # SBX's TD3: targets follow every critic update
-            polyak(self.target_critic, self.critic, self.cfg.tau)
-            polyak(self.target_actor, self.actor, self.cfg.tau)
+            self.polyak()
 
     def networks(self) -> dict[str, nn.Module]:
         return {
