@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torchrl.data import Bounded, Categorical, OneHot, TensorSpec
@@ -10,6 +12,30 @@ from rlpilot.config.schema import ModelConfig
 from rlpilot.errors import UserError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+ACTING_OPS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu}
+"""The activations :func:`acting_forward` calls directly."""
+
+
+def acting_forward(net: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``net``'s forward for collecting (no autograd, a few observations a call). An :func:`mlp` (an ``nn.Sequential``
+    of ``Linear`` layers and :data:`ACTING_OPS` activations) runs as the same operations called directly, without
+    each layer's module call: 35 -> 17 us for a 256-256 Q-network on one observation on this project's 2-core
+    machine (2026-12-04), paid every env step at the RL Zoo's one env. The layers are read at each call, so
+    parameters loaded or replaced later are used. Hooks on the layers are not run (nothing in rlpilot sets any).
+    Any other network: its own forward. Keep the result on the learner (not on a module: a deep copy of the module
+    would share it)."""
+    if not isinstance(net, nn.Sequential) or not all(isinstance(m, (nn.Linear, *ACTING_OPS)) for m in net):
+        return net
+    plan = [(m, None) if isinstance(m, nn.Linear) else (None, ACTING_OPS[type(m)]) for m in net]
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        for linear, op in plan:
+            x = nn.functional.linear(x, linear.weight, linear.bias) if op is None else op(x)
+        return x
+
+    return forward
 
 
 def mlp(in_features: int, out_features: int, cfg: ModelConfig, *, out_gain: float = 1.0) -> nn.Sequential:
@@ -191,7 +217,10 @@ class GreedyActor(nn.Module):
         self.register_buffer("high", high.detach().clone().float())
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        out = self.net(observation)
+        return self.finish(self.net(observation))
+
+    def finish(self, out) -> torch.Tensor:
+        """The action from the network's output ``out``."""
         if not self.continuous:
             index = out.argmax(-1)
             return nn.functional.one_hot(index, self.one_hot) if self.one_hot else index

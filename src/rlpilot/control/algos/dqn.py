@@ -29,7 +29,7 @@ from rlpilot.config.schema import Config, DQNConfig
 from rlpilot.control import compiled
 from rlpilot.control.algos.offpolicy import Polyak
 from rlpilot.control.collect import TRANSITION_KEYS
-from rlpilot.control.models import GreedyActor, action_kind, network
+from rlpilot.control.models import GreedyActor, acting_forward, action_kind, network
 from rlpilot.guard import Guard
 
 STORED_KEYS = (*TRANSITION_KEYS, "discount")  # n-step returns bootstrap with gamma^k
@@ -49,6 +49,7 @@ class DQN:
         self.target_net = copy.deepcopy(self.q_net).requires_grad_(False)
         self.polyak = Polyak([(self.target_net, self.q_net)], cfg.tau)
         self.greedy_module = GreedyActor(self.q_net)
+        self.q_forward = acting_forward(self.q_net)
         self.sampler = (
             PrioritizedSampler(cfg.buffer_size, alpha=cfg.alpha, beta=cfg.beta_init, eps=cfg.priority_eps)
             if cfg.prioritized
@@ -86,16 +87,19 @@ class DQN:
     # -- acting (hot path: plain tensors) -------------------------------------------------------
     @torch.inference_mode()
     def act(self, observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Epsilon-greedy (uniform before learning starts); epsilon is a float: nothing waits on the device."""
-        greedy = self.q_net(observation).argmax(-1)
+        """Epsilon-greedy (uniform before learning starts); epsilon is a float: nothing waits on the device. At
+        epsilon 1 every env explores and the Q-network is not run (the same draws, the same actions)."""
         eps = 1.0 if self.frames < self.config.dqn.learning_starts else self.epsilon
-        explore = torch.rand(greedy.shape, device=greedy.device) < eps
-        random_actions = torch.randint(0, self.num_actions, greedy.shape, device=greedy.device)
-        return torch.where(explore, random_actions, greedy), {}
+        shape, device = observation.shape[:1], observation.device
+        explore = torch.rand(shape, device=device) < eps
+        random_actions = torch.randint(0, self.num_actions, shape, device=device)
+        if eps >= 1.0:
+            return random_actions, {}
+        return torch.where(explore, random_actions, self.q_forward(observation).argmax(-1)), {}
 
     @torch.inference_mode()
     def greedy_action(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.greedy_module(observation)
+        return self.q_forward(observation).argmax(-1)  # greedy_module's action (GreedyActor without one-hot)
 
     # -- learning ----------------------------------------------------------------------------
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:

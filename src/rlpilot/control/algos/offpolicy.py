@@ -162,6 +162,7 @@ class OffPolicyContinuous(ABC):
         self.low = spec.space.low.float()
         self.high = spec.space.high.float()
         self.half_width = (self.high - self.low) / 2
+        self.middle = (self.high + self.low) / 2
         self.near_bound = AT_BOUND_SHARE_OF_WIDTH * (self.high - self.low)
         self.obs_dim = observation_size(env.observation_spec)
         self.action_dim = int(spec.shape[-1])

@@ -37,7 +37,7 @@ from torchrl.envs import EnvBase
 from rlpilot.config.schema import Config, ModelConfig
 from rlpilot.control import compiled
 from rlpilot.control.algos.offpolicy import OffPolicyContinuous, Polyak, TwinQ, frozen
-from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
+from rlpilot.control.models import GreedyActor, acting_forward, actor_out_gain, mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's clamp: std from ~2e-9 (near-deterministic) to ~7.4
 
@@ -70,6 +70,7 @@ class SAC(OffPolicyContinuous):
         self.actor = SquashedGaussianActor(
             self.obs_dim, self.action_dim, config.model, out_gain=actor_out_gain(config)
         ).to(device)
+        self.actor_forward = acting_forward(self.actor.net)
         self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.polyak = Polyak([(self.target_critic, self.critic)], self.cfg.tau)
@@ -105,11 +106,13 @@ class SAC(OffPolicyContinuous):
         return self.squash(pre_tanh), log_prob
 
     def squash(self, pre_tanh: torch.Tensor) -> torch.Tensor:
-        return (self.high + self.low) / 2 + self.half_width * torch.tanh(pre_tanh)
+        return self.middle + self.half_width * torch.tanh(pre_tanh)
 
     def explore(self, observation: torch.Tensor) -> torch.Tensor:
-        """A sample of the policy, without its log density (not needed to collect)."""
-        loc, scale = self.actor(observation)
+        """A sample of the policy, without its log density (not needed to collect); the actor's network run by
+        :func:`acting_forward` (the same operations as ``self.actor``)."""
+        loc, log_std = self.actor_forward(observation).chunk(2, -1)
+        scale = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
         return self.squash(loc + scale * torch.randn_like(loc))
 
     @property

@@ -32,7 +32,7 @@ from torchrl.envs import EnvBase
 from rlpilot.config.schema import Config
 from rlpilot.control import compiled
 from rlpilot.control.algos.offpolicy import OffPolicyContinuous, Polyak, TwinQ, frozen
-from rlpilot.control.models import GreedyActor, actor_out_gain, mlp
+from rlpilot.control.models import GreedyActor, acting_forward, actor_out_gain, mlp
 
 
 class TD3(OffPolicyContinuous):
@@ -43,6 +43,8 @@ class TD3(OffPolicyContinuous):
         )
         self.actor = self.actor.to(device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.actor_forward = acting_forward(self.actor.net)
+        self.noise_scale = self.cfg.exploration_noise * self.half_width
         self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.polyak = Polyak([(self.target_critic, self.critic), (self.target_actor, self.actor)], self.cfg.tau)
@@ -85,8 +87,9 @@ class TD3(OffPolicyContinuous):
         return torch.maximum(torch.minimum(action, self.high), self.low)
 
     def explore(self, observation: torch.Tensor) -> torch.Tensor:
-        action = self.actor(observation)
-        noise = torch.randn_like(action) * (self.cfg.exploration_noise * self.half_width)
+        # self.actor's action (GreedyActor's arithmetic, its network by acting_forward), the Box's middle precomputed
+        action = self.clip_to_box(self.middle + self.half_width * torch.tanh(self.actor_forward(observation)))
+        noise = torch.randn_like(action) * self.noise_scale
         return self.clip_to_box(action + noise)
 
     def actor_step(self) -> bool:
