@@ -361,6 +361,8 @@ class CompiledStep(CompiledGradients):
         self.groups = sorted({group_of[id(p)] for p in self.parameters})
         self.slot = [self.groups.index(group_of[id(p)]) for p in self.parameters]
         self.first = [next(p for p in self.parameters if group_of[id(p)] == g) for g in self.groups]
+        self.state_owner: dict | None = None  # the optimiser's state dict that ``state_list`` was read from
+        self.state_list: list[torch.Tensor] = []
         self.step_program: Callable | None = None  # apart from the gradients-only program ``__call__`` runs
         self.step_inputs: _Inputs | None = None
         self.step_signature: tuple = ()
@@ -385,11 +387,15 @@ class CompiledStep(CompiledGradients):
 
     def _state(self) -> list[torch.Tensor]:
         """The learned parameters' first moments, second moments and step counters, in that order (created as
-        ``Adam`` creates them); fetched at each call: loading a checkpoint replaces them."""
+        ``Adam`` creates them). Loading a checkpoint replaces them, and with them the optimiser's ``state`` dict
+        (``Optimizer.load_state_dict``): the list is kept until that dict changes."""
         from rlpilot.guard import adam_state
 
-        states = [adam_state(self.optimizer, param) for param in self.parameters]
-        return [s[key] for key in ("exp_avg", "exp_avg_sq", "step") for s in states]
+        if self.state_owner is not self.optimizer.state:
+            states = [adam_state(self.optimizer, param) for param in self.parameters]
+            self.state_list = [s[key] for key in ("exp_avg", "exp_avg_sq", "step") for s in states]
+            self.state_owner = self.optimizer.state
+        return self.state_list
 
     def _hyper(self) -> torch.Tensor:
         rows = []

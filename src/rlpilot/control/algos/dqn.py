@@ -28,7 +28,7 @@ from rlpilot import stopping
 from rlpilot.config.schema import Config, DQNConfig
 from rlpilot.control import compiled
 from rlpilot.control.algos.offpolicy import Polyak
-from rlpilot.control.collect import TRANSITION_KEYS
+from rlpilot.control.collect import TRANSITION_KEYS, as_key, nested_tensordict
 from rlpilot.control.models import GreedyActor, acting_forward, action_kind, network
 from rlpilot.guard import Guard
 
@@ -165,7 +165,12 @@ class DQN:
             for _ in range(updates):
                 yield self.buffer.sample(batch_size)
             return
-        yield from self.buffer.sample(batch_size * updates).split(batch_size)
+        drawn = self.buffer.sample(batch_size * updates)
+        # each minibatch is a view of the draw, built without TensorDict.split's per-piece checks (~20 -> ~8 us an
+        # update; 128 updates a phase at the RL Zoo's settings)
+        leaves = {as_key(key): value.unflatten(0, (updates, batch_size)) for key, value in drawn.items(True, True)}
+        for index in range(updates):
+            yield nested_tensordict({key: value[index] for key, value in leaves.items()}, [batch_size], drawn.device)
 
     def _update_target(self) -> None:
         cfg = self.config.dqn
