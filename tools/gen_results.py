@@ -204,7 +204,30 @@ def time_to_solve_summary(path: Path) -> str:
     compiled = newest("time_to_solve_compiled-*.json")
     if compiled is not None:  # the later re-measure of the Zoo's settings, in the same paragraph
         lines[-1] += " " + compiled_same_settings_line(compiled)
+    overhead = newest("time_to_solve_overhead-*.json")
+    if overhead is not None:
+        lines[-1] += " " + sbx_arm_line(overhead)
     return "\n".join(lines)
+
+
+def sbx_arm_line(path: Path) -> str:
+    """README's line on the newest ``time_to_solve_overhead`` file: rlpilot's ``sbx`` arm (the Zoo's settings and
+    SBX's computation) against SBX, training clock and whole process, per task."""
+    data = json.loads(path.read_text())
+    cells = []
+    for algo, task in data["tasks"].items():
+        c = task["comparisons"].get(f"sbx/sbx-{algo}-zoo")
+        if c:
+            train, process = c["train_s"], c["process_s"]
+            cells.append(
+                f"{algo.upper()} {train[0]:.2f}x [{train[1]:.2f}-{train[2]:.2f}] "
+                f"(whole process {process[0]:.2f}x [{process[1]:.2f}-{process[2]:.2f}])"
+            )
+    day = stamp_value(data["stamp"], "date")[:10]
+    return (
+        f"After the one-env overhead cuts ({day}), SBX's computation (`sbx` arm) against SBX, training clock: "
+        f"{'; '.join(cells)} (`{path.relative_to(ROOT)}`)."
+    )
 
 
 def update_cost_table(path: Path) -> str:
@@ -1116,6 +1139,7 @@ SOURCES["preset_compile"] = ("preset_compile-*.json", preset_compile_table)
 SOURCES["peer_update_cost"] = ("peer_update_cost-*.json", peer_update_cost_table)
 SOURCES["time_to_solve_compiled"] = ("time_to_solve_compiled-*.json", time_to_solve_table)
 SOURCES["time_to_solve_compiled_td3"] = ("time_to_solve_compiled_td3-*.json", time_to_solve_table)
+SOURCES["time_to_solve_overhead"] = ("time_to_solve_overhead-*.json", time_to_solve_table)
 
 
 def tables() -> dict[str, str]:
