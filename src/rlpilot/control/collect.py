@@ -101,7 +101,7 @@ class EpisodeTracker:
 
 
 class HostEpisodeTracker:
-    """:class:`EpisodeTracker` for a gymnasium env stepped on the CPU: numpy rewards and done flags, numpy running
+    """:class:`EpisodeTracker` for a gymnasium env: numpy rewards and done flags, numpy running
     sums (a numpy operation on a few numbers costs a fraction of a torch one's dispatch: ~20 us -> ~3 us a step at
     one env on this project's 2-core machine, 2026-12-04). The same float64 sums, the same order of episodes."""
 
@@ -132,12 +132,11 @@ class HostEpisodeTracker:
 class BatchCollector:
     """Collects ``[num_envs, steps]`` TensorDicts from a :func:`rlpilot.envs.make_env` env.
 
-    Two backends behind one loop: a gymnasium vector env (numpy; on the CPU its rewards, flags, episode sums and the
-    non-finite test stay numpy until the batch ends, elsewhere they become tensors each step) or a native env
+    Two backends behind one loop: a gymnasium vector env (numpy; its rewards, flags and episode sums stay numpy
+    until the batch ends, then become tensors on the run's device) or a native env
     (:mod:`rlpilot.envs.native`: tensors on the run's device throughout). On a native env nothing in a step waits on
     the device: finished envs are reset with a mask, episode statistics are read once per batch, and the non-finite
-    observation guard
-    is skipped (the native dynamics are finite for any clipped action).
+    observation guard is skipped (the native dynamics are finite for any clipped action).
     """
 
     def __init__(
@@ -162,10 +161,9 @@ class BatchCollector:
         self.act = act
         self.steps = steps
         self.reward_scale = next((t.scale for t in env.transform if isinstance(t, RewardScaling)), None)
-        # a gymnasium env feeding the CPU: a step's bookkeeping in numpy (torch's per-op dispatch was most of a
+        # a gymnasium env: a step's bookkeeping in numpy, tensors once a batch (torch's per-op dispatch was most of a
         # step at the RL Zoo's one env: ~110 of ~250 us for DQN CartPole, 2026-12-04)
-        self.host = not self.native and self.device.type == "cpu"
-        self.episodes = HostEpisodeTracker(self.num_envs) if self.host else EpisodeTracker(self.num_envs, self.device)
+        self.episodes = EpisodeTracker(self.num_envs, self.device) if self.native else HostEpisodeTracker(self.num_envs)
         self.on_nonfinite = on_nonfinite
         self.events: list[dict] = []  # drained by the training loop
         raw, _ = self.vector_env.reset(seed=seed)
@@ -198,26 +196,16 @@ class BatchCollector:
                 if self.sync_free or bool(done.any()):
                     raw, _ = self.vector_env.reset(options={"reset_mask": done})
                     self.observation = self.read_observation(raw, reset=done)
-            elif self.host:
+            else:
                 reward = np.asarray(reward, dtype=np.float32)
                 term, trunc = np.asarray(term, dtype=bool), np.asarray(trunc, dtype=bool)
-                if not np.isfinite(next_observation.numpy()).all():  # the tensor shares the array's memory
-                    term = self._non_finite(next_observation, torch.from_numpy(term)).numpy()
+                if not self._finite(next_observation):
+                    term = self._non_finite(next_observation, term)
                 done = term | trunc
                 self.observation = next_observation
                 if done.any():
                     raw, _ = self.vector_env.reset(options={"reset_mask": done})
                     self.observation = self.read_observation(raw, reset=done)
-            else:
-                reward, term, trunc = self._tensors(reward, term, trunc)
-                if not bool(torch.isfinite(next_observation).all()):
-                    term = self._non_finite(next_observation, term)
-                done = term | trunc
-                self.observation = next_observation
-                mask = done.cpu().numpy()
-                if mask.any():
-                    raw, _ = self.vector_env.reset(options={"reset_mask": mask})
-                    self.observation = self.read_observation(raw, reset=mask)
             self.episodes.update(reward, done)
             observations.append(observation)
             next_observations.append(next_observation)
@@ -228,13 +216,12 @@ class BatchCollector:
             truncated.append(trunc)
         return self._as_tensordict(observations, next_observations, actions, extras, rewards, terminated, truncated)
 
-    def _tensors(self, reward, terminated, truncated) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """A gymnasium step's numpy reward and flags as tensors on the run's device."""
-        reward = torch.from_numpy(np.asarray(reward, dtype=np.float32))
-        terminated, truncated = torch.from_numpy(terminated), torch.from_numpy(truncated)
-        if self.device.type != "cpu":
-            reward, terminated, truncated = (x.to(self.device) for x in (reward, terminated, truncated))
-        return reward, terminated, truncated
+    def _finite(self, observation: torch.Tensor) -> bool:
+        """Whether a gymnasium step's observation is all finite; on the CPU tested in numpy (the tensor shares the
+        array's memory), a fraction of torch's cost on a few numbers."""
+        if self.device.type == "cpu":
+            return bool(np.isfinite(observation.numpy()).all())
+        return bool(torch.isfinite(observation).all())
 
     def _non_finite(self, observation: torch.Tensor, terminated: np.ndarray) -> np.ndarray:
         """NaN/inf from the env: record which envs; ``stop`` raises, ``reset`` ends their episodes.
@@ -248,7 +235,7 @@ class BatchCollector:
         if self.on_nonfinite == "stop":
             raise NonFiniteObservation(f"non-finite observation from env(s) {envs}")
         observation[bad] = 0.0
-        return terminated | bad.to(terminated.device)
+        return terminated | bad.cpu().numpy()
 
     def _as_tensordict(self, observations, next_observations, actions, extras, rewards, terminated, truncated):
         """One TensorDict ``[num_envs, steps]`` (time last, as TorchRL's value estimators expect)."""
@@ -257,9 +244,9 @@ class BatchCollector:
             return torch.stack(items, 1)
 
         def flags(items: list) -> torch.Tensor:
-            if self.host:  # numpy arrays (:attr:`host`): one conversion a batch
-                return torch.from_numpy(np.stack(items, 1)).unsqueeze(-1)
-            return torch.stack(items, 1).unsqueeze(-1)
+            if self.native:
+                return torch.stack(items, 1).unsqueeze(-1)
+            return torch.from_numpy(np.stack(items, 1)).unsqueeze(-1).to(self.device)  # numpy: once a batch
 
         term, trunc = flags(terminated), flags(truncated)
         reward = flags(rewards)

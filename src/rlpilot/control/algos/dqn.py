@@ -99,7 +99,7 @@ class DQN:
 
     @torch.inference_mode()
     def greedy_action(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.q_forward(observation).argmax(-1)  # greedy_module's action (GreedyActor without one-hot)
+        return self.greedy_module.finish(self.q_forward(observation))  # greedy_module's action, acting_forward's net
 
     # -- learning ----------------------------------------------------------------------------
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:

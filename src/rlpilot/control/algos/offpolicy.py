@@ -80,8 +80,7 @@ class Replay:
 
     def extend(self, batch: TensorDict) -> None:
         rows = batch.numel()
-        values = {key: batch.get(key) for key in COLUMNS}
-        values = {key: value.reshape(rows, *value.shape[batch.ndim :]) for key, value in values.items()}
+        values = {key: batch.get(key).flatten(0, batch.ndim - 1) for key in COLUMNS}
         if not self.columns:
             for key, value in values.items():
                 self.columns[key] = torch.zeros(
@@ -162,7 +161,6 @@ class OffPolicyContinuous(ABC):
         self.low = spec.space.low.float()
         self.high = spec.space.high.float()
         self.half_width = (self.high - self.low) / 2
-        self.middle = (self.high + self.low) / 2
         self.near_bound = AT_BOUND_SHARE_OF_WIDTH * (self.high - self.low)
         self.obs_dim = observation_size(env.observation_spec)
         self.action_dim = int(spec.shape[-1])

@@ -71,6 +71,7 @@ class SAC(OffPolicyContinuous):
             self.obs_dim, self.action_dim, config.model, out_gain=actor_out_gain(config)
         ).to(device)
         self.actor_forward = acting_forward(self.actor.net)
+        self.middle = (self.high + self.low) / 2  # of the Box, for squash
         self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.polyak = Polyak([(self.target_critic, self.critic)], self.cfg.tau)

@@ -87,8 +87,7 @@ class TD3(OffPolicyContinuous):
         return torch.maximum(torch.minimum(action, self.high), self.low)
 
     def explore(self, observation: torch.Tensor) -> torch.Tensor:
-        # self.actor's action (GreedyActor's arithmetic, its network by acting_forward), the Box's middle precomputed
-        action = self.clip_to_box(self.middle + self.half_width * torch.tanh(self.actor_forward(observation)))
+        action = self.actor.finish(self.actor_forward(observation))  # self.actor's action (acting_forward's network)
         noise = torch.randn_like(action) * self.noise_scale
         return self.clip_to_box(action + noise)
 
