@@ -33,6 +33,8 @@ import stamp  # noqa: E402
 import time_to_solve as tts  # noqa: E402
 
 LIBRARIES = ("rlpilot", "sbx", "sb3")
+GPU_VARIANTS = ("rlpilot-nographs", "rlpilot-eager")
+"""With ``--device cuda``: rlpilot's compiled update without CUDA graphs, and its eager update."""
 LABELS = {"dqn": "DQN 256-256, batch 64", "sac": "SAC 256-256, batch 256", "td3": "TD3 400-300, batch 256"}
 
 
@@ -41,7 +43,8 @@ def phase_shape(algo: str) -> tuple[int, int]:
     return (256, 128) if algo == "dqn" else (1, 1)
 
 
-def time_rlpilot(algo: str, phases: int) -> list[float]:
+def time_rlpilot(algo: str, phases: int, device: str = "cpu", variant: str = "") -> list[float]:
+    """``variant`` (CUDA): "" compiled and replayed as CUDA graphs, "nographs" compiled alone, "eager" neither."""
     import torch
 
     from rlpilot.config import load_config
@@ -53,10 +56,12 @@ def time_rlpilot(algo: str, phases: int) -> list[float]:
     torch.manual_seed(0)
     task = tts.TASKS[algo]
     frames, steps = phase_shape(algo)
-    config = load_config(task.preset, overrides=[*tts.SAME_SETTINGS[algo], "train.compile=on"])
+    settings = {"": ["train.compile=on"], "nographs": ["train.compile=on", "train.cuda_graphs=false"]}
+    overrides = [*tts.SAME_SETTINGS[algo], f"train.device={device}", *settings.get(variant, ["train.compile=off"])]
+    config = load_config(task.preset, overrides=overrides)
     torch.set_flush_denormal(config.train.flush_denormal)  # as a run does (the trainer's default: on)
-    env = make_env(config.env, seed=0)
-    agent = build(config, env, torch.device("cpu"))
+    env = make_env(config.env, seed=0, device=device)
+    agent = build(config, env, torch.device(device))
     cfg = getattr(config, algo)
     warm = BatchCollector(env, agent.act, steps=cfg.learning_starts, seed=0).collect()
     agent.learn(warm, cfg.learning_starts - 1)  # the replay holds the warm-up; nothing learns yet
@@ -73,16 +78,16 @@ def time_rlpilot(algo: str, phases: int) -> list[float]:
     return per_step
 
 
-def time_peer(library: str, algo: str, phases: int) -> list[float]:
+def time_peer(library: str, algo: str, phases: int, device: str = "cpu") -> list[float]:
     import numpy as np
 
-    if library == "sbx":
+    if library == "sbx" and device == "cpu":  # on CUDA, JAX's default: its GPU backend
         tts.jax_on_one_cpu_thread()
     import torch
 
     torch.set_num_threads(1)
     task = tts.TASKS[algo]
-    model = tts.make_sb3(algo, 0, env_id=task.env_id, hyperparams=task.sb3, library=library)
+    model = tts.make_sb3(algo, 0, env_id=task.env_id, hyperparams=task.sb3, library=library, device=device)
     frames, steps = phase_shape(algo)
     model.learn(total_timesteps=1)  # sets up the logger and the env; nothing trains (learning_starts)
     env = model.get_env()
@@ -107,14 +112,18 @@ def time_peer(library: str, algo: str, phases: int) -> list[float]:
     return per_step
 
 
-def worker(library: str, algo: str, phases: int) -> None:
-    per_step = time_rlpilot(algo, phases) if library == "rlpilot" else time_peer(library, algo, phases)
+def worker(library: str, algo: str, phases: int, device: str) -> None:
+    if library.startswith("rlpilot"):
+        per_step = time_rlpilot(algo, phases, device, library.partition("-")[2])
+    else:
+        per_step = time_peer(library, algo, phases, device)
     print(json.dumps({"per_step_ms": [s * 1e3 for s in per_step]}))
 
 
-def run(library: str, algo: str, phases: int) -> dict:
-    python = str(tts.SBX_PYTHON) if library == "sbx" else sys.executable
-    cmd = [python, __file__, "--worker", library, "--algos", algo, "--phases", str(phases)]
+def run(library: str, algo: str, phases: int, device: str) -> dict:
+    # on the GPU machine every library is installed in its one Python (no .venv-sbx there)
+    python = str(tts.SBX_PYTHON) if library == "sbx" and device == "cpu" else sys.executable
+    cmd = [python, __file__, "--worker", library, "--algos", algo, "--phases", str(phases), "--device", device]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, preexec_fn=tts.one_core)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["(no output)"])[-1]}
@@ -126,20 +135,33 @@ def main() -> None:
     parser.add_argument("--algos", default="dqn,sac,td3")
     parser.add_argument("--phases", type=int, default=200, help="timed learning phases (after 20 of warm-up)")
     parser.add_argument("--rounds", type=int, default=3, help="every library once per round, rounds in sequence")
-    parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="cuda: every library on the GPU (SBX: JAX's GPU backend), the host side still pinned to one core; "
+        "rlpilot also without CUDA graphs and eagerly",
+    )
+    parser.add_argument("--worker", choices=LIBRARIES + GPU_VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--out", help="result file (stamped)")
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.algos, args.phases)
+        worker(args.worker, args.algos, args.phases, args.device)
         return
     header = stamp.header()
-    data: dict = {"cases": {}, "rounds": args.rounds}
+    data: dict = {"cases": {}, "rounds": args.rounds, "device": args.device}
+    if args.device == "cuda":
+        import torch
+
+        data["gpu"] = torch.cuda.get_device_name()
+        header.append(f"# gpu: {data['gpu']}; every library on it")
     algos = args.algos.split(",")
-    medians: dict[str, dict[str, list[float]]] = {algo: {lib: [] for lib in LIBRARIES} for algo in algos}
+    libraries = LIBRARIES + (GPU_VARIANTS if args.device == "cuda" else ())
+    medians: dict[str, dict[str, list[float]]] = {algo: {lib: [] for lib in libraries} for algo in algos}
     for round_index in range(args.rounds):  # every library once per round: a drift of the machine touches all alike
         for algo in algos:
-            for library in LIBRARIES:
-                result = run(library, algo, args.phases)
+            for library in libraries:
+                result = run(library, algo, args.phases, args.device)
                 data["cases"].setdefault(algo, {}).setdefault(library, []).append(result)
                 if "error" in result:
                     print(f"{library} {algo} failed: {result['error']}", file=sys.stderr, flush=True)
@@ -149,16 +171,21 @@ def main() -> None:
                     f"  round {round_index + 1} {algo} {library:8s} median {medians[algo][library][-1]:.3f} ms a step",
                     flush=True,
                 )
+    extra = {"rlpilot-nographs": "rlpilot without graphs", "rlpilot-eager": "rlpilot eager"}
+    names = [extra.get(name, {"rlpilot": "rlpilot", "sbx": "SBX", "sb3": "SB3"}[name]) for name in libraries]
+    peers = [name for name in libraries if name != "rlpilot"]
     rows = [
-        "| update | rlpilot | SBX | SB3 | SBX / rlpilot [range over rounds] | SB3 / rlpilot [range over rounds] |",
-        "|---|---|---|---|---|---|",
+        f"| update | {' | '.join(names)} | "
+        + " | ".join(f"{extra.get(name, name.upper())} / rlpilot [range over rounds]" for name in peers)
+        + " |",
+        "|---" * (1 + len(libraries) + len(peers)) + "|",
     ]
     for algo in algos:
         per = medians[algo]
         data["cases"][algo]["median_ms"] = per
-        cells = [f"{statistics.median(per[name]):.2f} ms" if per[name] else "failed" for name in LIBRARIES]
+        cells = [f"{statistics.median(per[name]):.3f} ms" if per[name] else "failed" for name in libraries]
         ratios = []
-        for name in ("sbx", "sb3"):
+        for name in peers:
             paired = [peer / ours for peer, ours in zip(per[name], per["rlpilot"])]  # same round
             ratios.append(f"{statistics.median(paired):.2f}x [{min(paired):.2f}-{max(paired):.2f}]" if paired else "-")
         rows.append(f"| {LABELS[algo]} | {' | '.join(cells)} | {' | '.join(ratios)} |")

@@ -31,7 +31,8 @@ def commit() -> str:
         out = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT, check=False)
         return out.stdout.strip()
 
-    revision = git("rev-parse", "HEAD") or "unknown"
+    # a copy of the tree without its git folder (the GPU machine's): the commit its sender named in RLPILOT_COMMIT
+    revision = git("rev-parse", "HEAD") or os.environ.get("RLPILOT_COMMIT", "unknown")
     dirty = git("status", "--porcelain", "--untracked-files=no")
     return revision + (" (with uncommitted changes)" if dirty else "")
 

@@ -285,10 +285,17 @@ def rlpilot_cli(task: Task, arm: str, seed: int, args) -> tuple[list[str], Path]
 
 
 def make_sb3(
-    algo: str, seed: int, *, env_id: str = "CartPole-v1", hyperparams: dict | None = None, library: str = "sb3"
+    algo: str,
+    seed: int,
+    *,
+    env_id: str = "CartPole-v1",
+    hyperparams: dict | None = None,
+    library: str = "sb3",
+    device: str = "cpu",
 ):
     """SB3 PPO, DQN, SAC or TD3 with RL Zoo's hyperparameters (``hyperparams``; default: the CartPole ones);
-    ``library="sbx"``: SBX's class of the same name, with the same keys (see ``worker_sb3``)."""
+    ``library="sbx"``: SBX's class of the same name, with the same keys (see ``worker_sb3``). ``device``: SB3's torch
+    device (SBX's networks live where JAX puts them)."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import LinearSchedule
 
@@ -307,22 +314,22 @@ def make_sb3(
             # SB3's MlpPolicy initialises its last policy layer orthogonally with gain 0.01 (a near-uniform
             # first policy); SBX does that with ortho_init=True (its hidden layers keep Flax's default init)
             hp["policy_kwargs"] = {"ortho_init": True, **hp.get("policy_kwargs", {})}
-        return PPO("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **hp)
+        return PPO("MlpPolicy", env, seed=seed, verbose=0, device=device, **hp)
     env = make_vec_env(env_id, n_envs=1, seed=seed)
     if algo == "dqn":
         hp = dict(hyperparams or SB3_DQN_ZOO)
         if library == "sbx":
             # SB3's DQN clips the gradient norm at 10 (max_grad_norm); SBX's DQN has no such parameter
             hp["policy_kwargs"] = {"optimizer_class": _adam_clipped_10, **hp.get("policy_kwargs", {})}
-        return DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **hp)
+        return DQN("MlpPolicy", env, seed=seed, verbose=0, device=device, **hp)
     if algo == "sac":
-        return SAC("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **(hyperparams or SB3_SAC_ZOO))
+        return SAC("MlpPolicy", env, seed=seed, verbose=0, device=device, **(hyperparams or SB3_SAC_ZOO))
     from stable_baselines3.common.noise import NormalActionNoise
 
     hp = dict(hyperparams or SB3_TD3_ZOO)
     dim = env.action_space.shape[-1]
     noise = NormalActionNoise(np.zeros(dim), hp.pop("noise_std") * np.ones(dim))
-    return TD3("MlpPolicy", env, seed=seed, verbose=0, device="cpu", action_noise=noise, **hp)
+    return TD3("MlpPolicy", env, seed=seed, verbose=0, device=device, action_noise=noise, **hp)
 
 
 def _adam_clipped_10(learning_rate, **kwargs):

@@ -321,6 +321,11 @@ class TrainConfig:
     (``~/.cache/rlpilot/inductor``); the first build's seconds are logged as ``compile/<program>_s``; a loss that
     cannot be compiled is one line on stderr and trains eagerly. Control algorithms (PPO, MAPPO/IPPO, DQN, SAC,
     TD3)."""
+    cuda_graphs: bool = True
+    """On CUDA: each compiled update program (loss, backward, clip, guard test and Adam step) and the policy's acting
+    forward replayed as one CUDA graph, captured at their second call (one launch instead of dozens; PyTorch's
+    graph-safe random numbers give the same draws). Measured on an H200: docs/results.md, "CUDA graphs". ``false``:
+    launch kernel by kernel. No effect on a CPU."""
     log_every_frames: int = positive(2_048)
     """Frames between rows of ``metrics.csv``."""
     max_seconds: float | None = positive(None)

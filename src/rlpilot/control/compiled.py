@@ -352,30 +352,51 @@ class CompiledStep(CompiledGradients):
     """
 
     def __init__(
-        self, modules, loss, max_grad_norm, name, fixed, optimizer: torch.optim.Optimizer, guard, eager_first=0
+        self,
+        modules,
+        loss,
+        max_grad_norm,
+        name,
+        fixed,
+        optimizer: torch.optim.Optimizer,
+        guard,
+        eager_first=0,
+        cuda_graph: bool = True,
     ):
         super().__init__(modules, loss, max_grad_norm, name, fixed, eager_first)
+        self.cuda_graph = cuda_graph  # on CUDA, the program replayed as a CUDA graph (:class:`CudaGraph`)
+        self.graph: CudaGraph | None = None
         self.optimizer = optimizer
         self.guard = guard
         group_of = {id(p): index for index, group in enumerate(optimizer.param_groups) for p in group["params"]}
         self.groups = sorted({group_of[id(p)] for p in self.parameters})
         self.slot = [self.groups.index(group_of[id(p)]) for p in self.parameters]
-        self.first = [next(p for p in self.parameters if group_of[id(p)] == g) for g in self.groups]
+        self.first_index = [next(i for i, p in enumerate(self.parameters) if group_of[id(p)] == g) for g in self.groups]
+        self.lr = torch.zeros(len(self.groups), dtype=torch.float64, device=self.parameters[0].device)
+        self.rates: tuple[float, ...] = ()  # the rates ``lr`` holds
         self.state_owner: dict | None = None  # the optimiser's state dict that ``state_list`` was read from
         self.state_list: list[torch.Tensor] = []
         self.step_program: Callable | None = None  # apart from the gradients-only program ``__call__`` runs
         self.step_inputs: _Inputs | None = None
         self.step_signature: tuple = ()
 
-    def _step(self, learned, fixed, exp_avg, exp_avg_sq, steps, hyper, args):
+    def _step(self, learned, fixed, exp_avg, exp_avg_sq, steps, lr, args):
         grads, norm, total, stats = self._gradients(learned, fixed, args)
         ok = torch.isfinite(total) & torch.isfinite(norm) & (total <= self.guard.max_loss)
         if not self.guard.enabled:
             ok = torch.ones_like(ok)
+        # each group's step size and bias correction from its step counter, in float64 as the fused kernel and the
+        # host compute them, inside the program: no host read of a counter (a device sync on CUDA) per update
+        hyper = []
+        for slot, first in enumerate(self.first_index):
+            beta1, beta2 = self.optimizer.param_groups[self.groups[slot]]["betas"]
+            t = steps[first].to(torch.float64) + 1
+            step_size = lr[slot] / (1 - torch.pow(beta1, t))
+            hyper.append((step_size.to(torch.float32), torch.sqrt(1 - torch.pow(beta2, t)).to(torch.float32)))
         for i, (param, grad, m, v, step) in enumerate(zip(learned, grads, exp_avg, exp_avg_sq, steps)):
             group = self.optimizer.param_groups[self.groups[self.slot[i]]]
             beta1, beta2 = group["betas"]
-            step_size, bias_correction2_sqrt = hyper[self.slot[i], 0], hyper[self.slot[i], 1]
+            step_size, bias_correction2_sqrt = hyper[self.slot[i]]
             m_new = torch.lerp(m, grad, 1 - beta1)
             v_new = v * beta2 + (1 - beta2) * grad * grad
             p_new = param - step_size * m_new / (v_new.sqrt() / bias_correction2_sqrt + group["eps"])
@@ -397,24 +418,31 @@ class CompiledStep(CompiledGradients):
             self.state_owner = self.optimizer.state
         return self.state_list
 
-    def _hyper(self) -> torch.Tensor:
-        rows = []
-        for index, first in zip(self.groups, self.first):
-            group = self.optimizer.param_groups[index]
-            beta1, beta2 = group["betas"]
-            t = float(self.optimizer.state[first]["step"]) + 1
-            rows.append((group["lr"] / (1 - beta1**t), math.sqrt(1 - beta2**t)))
-        return torch.tensor(rows, dtype=torch.float32, device=self.first[0].device)
+    def _lr(self) -> torch.Tensor:
+        """Each group's learning rate (float64, on the parameters' device), one tensor the program reads: written
+        only when a rate changed (the guard's cut, a schedule), by a fill (no host-to-device copy)."""
+        rates = tuple(float(self.optimizer.param_groups[index]["lr"]) for index in self.groups)
+        if rates != self.rates:
+            for slot, rate in enumerate(rates):
+                self.lr[slot].fill_(rate)
+            self.rates = rates
+        return self.lr
 
     def _compile_step(self, args: tuple) -> None:
         n = len(self.parameters)
 
         def body(learned, fixed, extra, call_args):
-            exp_avg, exp_avg_sq, steps, hyper = extra[:n], extra[n : 2 * n], extra[2 * n : 3 * n], extra[3 * n]
-            return self._step(learned, fixed, exp_avg, exp_avg_sq, steps, hyper, call_args)
+            exp_avg, exp_avg_sq, steps, lr = extra[:n], extra[n : 2 * n], extra[2 * n : 3 * n], extra[3 * n]
+            return self._step(learned, fixed, exp_avg, exp_avg_sq, steps, lr, call_args)
 
-        extra = [*self._state(), self._hyper()]
+        extra = [*self._state(), self._lr()]
         self.step_program, self.step_inputs, self.step_signature = self._build(args, body, extra)
+        if self.cuda_graph and self.lr.device.type == "cuda":
+            self.graph = CudaGraph(
+                lambda *leaves: self.step_program(*self.parameters, *self.fixed, *self.state_list, self.lr, *leaves),
+                lambda: [*self.parameters, *self.fixed, *self.state_list, self.lr],
+                self.name,
+            )
 
     @property
     def unfused(self) -> Gradients:
@@ -433,11 +461,96 @@ class CompiledStep(CompiledGradients):
                 return None
         elif self.step_inputs.signature(args) != self.step_signature:
             return None
-        out = self.step_program(
-            *self.parameters, *self.fixed, *self._state(), self._hyper(), *self.step_inputs.leaves(args)
-        )
+        state, lr, leaves = self._state(), self._lr(), self.step_inputs.leaves(args)
+        if self.graph is not None:
+            out = self.graph(*leaves)
+        else:
+            out = self.step_program(*self.parameters, *self.fixed, *state, lr, *leaves)
         norm, total, ok = out[0], out[1], out[2]
         return total, norm, dict(zip(self.stat_keys, out[3:])), bool(ok)
+
+
+class CudaGraph:
+    """``fn(*inputs) -> tuple of tensors`` replayed as one CUDA graph (``torch.cuda.CUDAGraph``): the program's few
+    dozen kernel launches (a compiled update's Triton kernels and cuBLAS calls, or a policy's layers) become one
+    launch, what LeanRL gets from tensordict's ``CudaGraphModule`` and SBX from XLA.
+
+    The first call at an input shape runs ``fn`` itself, on a side stream (its warm-up: kernels loaded, the side
+    stream's cuBLAS handle made); the second captures ``fn`` on that stream over copies of the inputs and replays it;
+    later calls copy their inputs into those copies and replay. Outputs are copied out of the graph's memory (one
+    copy when they are all scalars), so a result kept by the caller is not overwritten by the next replay.
+    ``state()`` lists the tensors ``fn`` reads or writes besides its inputs (parameters, optimiser moments): their
+    addresses are baked into the graph, so when one changes (a checkpoint's optimiser state loaded) the graph is
+    captured again. Random numbers are drawn from the global generator's state at each replay (PyTorch's
+    graph-safe Philox offsets), the same draws as calling ``fn``. Anything that fails to capture (an operation that
+    syncs with the host) is one line on stderr, and ``fn`` is called from then on.
+    """
+
+    def __init__(self, fn: Callable, state: Callable[[], list[torch.Tensor]], name: str):
+        self.fn = fn
+        self.state = state
+        self.name = name
+        self.stream: torch.cuda.Stream | None = None
+        self.warmed: set[tuple] = set()  # input shapes that have run once
+        self.graphs: dict[tuple, tuple] = {}  # shape -> (state addresses, static inputs, graph, static outputs, packed)
+        self.failed = False
+        self.replays = 0
+
+    def __call__(self, *inputs: torch.Tensor):
+        if self.failed:
+            return self.fn(*inputs)
+        shape = tuple((x.shape, x.dtype) for x in inputs)
+        if self.stream is None:
+            self.stream = torch.cuda.Stream(device=inputs[0].device if inputs else None)
+        if shape not in self.warmed:
+            self.warmed.add(shape)
+            return self._on_side_stream(lambda: self.fn(*inputs))
+        addresses = tuple(t.data_ptr() for t in self.state())
+        entry = self.graphs.get(shape)
+        if entry is None or entry[0] != addresses:
+            self.graphs.pop(shape, None)  # its memory goes back to the pool before the new capture
+            entry = self._capture(inputs, addresses)
+            if entry is None:
+                return self.fn(*inputs)
+            self.graphs[shape] = entry
+        _, static_inputs, graph, outputs, packed = entry
+        for static, value in zip(static_inputs, inputs):
+            static.copy_(value)
+        graph.replay()
+        self.replays += 1
+        if packed is not None:
+            return packed.clone().unbind(0)
+        return tuple(out.clone() for out in outputs) if isinstance(outputs, (tuple, list)) else outputs.clone()
+
+    def _on_side_stream(self, call: Callable):
+        current = torch.cuda.current_stream()
+        self.stream.wait_stream(current)
+        with torch.cuda.stream(self.stream):
+            out = call()
+        current.wait_stream(self.stream)
+        return out
+
+    def _capture(self, inputs: tuple, addresses: tuple) -> tuple | None:
+        # the inputs' own strides: the compiled program checks them
+        static_inputs = [torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device) for x in inputs]
+        for static, x in zip(static_inputs, inputs):
+            static.copy_(x)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            self.stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.graph(graph, stream=self.stream):
+                outputs = self.fn(*static_inputs)
+                scalars = isinstance(outputs, (tuple, list)) and all(out.dim() == 0 for out in outputs)
+                packed = torch.stack([out.to(torch.float32) for out in outputs]) if scalars else None
+        except Exception as exc:  # noqa: BLE001 - a graph is an optimisation: the plain call is correct
+            self.failed = True
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}" if str(exc) else type(exc).__name__
+            print(
+                f"rlpilot: could not capture the {self.name} as a CUDA graph ({reason}); running it without",
+                file=sys.stderr,
+            )
+            return None
+        return addresses, static_inputs, graph, outputs, packed
 
 
 class _NoCudaNotice(logging.Filter):
@@ -482,16 +595,18 @@ def gradients(
     optimizer: torch.optim.Optimizer | None = None,
     guard=None,
     eager_first: int = 0,
+    cuda_graph: bool = True,
 ):
     """The update's gradients: eager (:class:`Gradients`) unless ``compile`` (see :func:`wanted`); compiled with the
     Adam step and the guard's test in the program (:class:`CompiledStep`) when ``optimizer`` is a plain fused Adam
     holding every learned parameter and ``guard`` (a ``GuardConfig``) is given, else :class:`CompiledGradients`.
     ``fixed``: the other modules the loss reads (target networks); ``eager_first``: updates made eagerly before the
-    program is built (:func:`eager_updates`)."""
+    program is built (:func:`eager_updates`); ``cuda_graph``: on CUDA, the whole-update program replayed as one CUDA
+    graph (``train.cuda_graphs``)."""
     if not compile:
         return Gradients(modules, loss, max_grad_norm)
     if optimizer is not None and guard is not None and plain_adam(optimizer, modules):
-        return CompiledStep(modules, loss, max_grad_norm, name, fixed, optimizer, guard, eager_first)
+        return CompiledStep(modules, loss, max_grad_norm, name, fixed, optimizer, guard, eager_first, cuda_graph)
     return CompiledGradients(modules, loss, max_grad_norm, name, fixed, eager_first)
 
 

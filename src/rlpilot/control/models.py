@@ -18,23 +18,31 @@ ACTING_OPS = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu}
 """The activations :func:`acting_forward` calls directly."""
 
 
-def acting_forward(net: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+def acting_forward(net: nn.Module, cuda_graph: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
     """``net``'s forward for collecting (no autograd, a few observations a call). An :func:`mlp` (an ``nn.Sequential``
     of ``Linear`` layers and :data:`ACTING_OPS` activations) runs as the same operations called directly, without
     each layer's module call: 35 -> 17 us for a 256-256 Q-network on one observation on this project's 2-core
     machine (2026-12-04), paid every env step at the RL Zoo's one env. The layers are read at each call, so
     parameters loaded or replaced later are used. Hooks on the layers are not run (nothing in rlpilot sets any).
     Any other network: its own forward. Keep the result on the learner (not on a module: a deep copy of the module
-    would share it)."""
+    would share it). ``cuda_graph`` (``train.cuda_graphs``), for a network on CUDA: the forward replayed as one CUDA
+    graph per observation shape (:class:`rlpilot.control.compiled.CudaGraph`; captured again when a parameter is
+    replaced)."""
     if not isinstance(net, nn.Sequential) or not all(isinstance(m, (nn.Linear, *ACTING_OPS)) for m in net):
-        return net
-    plan = [(m, None) if isinstance(m, nn.Linear) else (None, ACTING_OPS[type(m)]) for m in net]
+        forward = net
+    else:
+        plan = [(m, None) if isinstance(m, nn.Linear) else (None, ACTING_OPS[type(m)]) for m in net]
 
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        for linear, op in plan:
-            x = nn.functional.linear(x, linear.weight, linear.bias) if op is None else op(x)
-        return x
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            for linear, op in plan:
+                x = nn.functional.linear(x, linear.weight, linear.bias) if op is None else op(x)
+            return x
 
+    first = next(net.parameters(), None)
+    if cuda_graph and first is not None and first.device.type == "cuda":
+        from rlpilot.control.compiled import CudaGraph
+
+        return CudaGraph(forward, lambda: list(net.parameters()), "acting forward")
     return forward
 
 

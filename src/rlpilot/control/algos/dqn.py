@@ -49,7 +49,7 @@ class DQN:
         self.target_net = copy.deepcopy(self.q_net).requires_grad_(False)
         self.polyak = Polyak([(self.target_net, self.q_net)], cfg.tau)
         self.greedy_module = GreedyActor(self.q_net)
-        self.q_forward = acting_forward(self.q_net)
+        self.q_forward = acting_forward(self.q_net, config.train.cuda_graphs)
         self.sampler = (
             PrioritizedSampler(cfg.buffer_size, alpha=cfg.alpha, beta=cfg.beta_init, eps=cfg.priority_eps)
             if cfg.prioritized
@@ -82,6 +82,7 @@ class DQN:
             optimizer=self.optimizer,
             guard=config.guard,
             eager_first=compiled.eager_updates(config.train.compile, device),
+            cuda_graph=config.train.cuda_graphs,
         )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------

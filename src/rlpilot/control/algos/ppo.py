@@ -49,6 +49,11 @@ class PPO:
         self.device = device
         self.build_networks(env)
         self.greedy_module = GreedyActor(self.actor_net, self.bounds, one_hot=self.num_actions if self.one_hot else 0)
+        self.graphed_sample = self.sample  # the policy step; on CUDA one graph replay (``train.cuda_graphs``)
+        if config.train.cuda_graphs and device.type == "cuda":
+            self.graphed_sample = compiled.CudaGraph(
+                self.sample, lambda: list(self.actor_net.parameters()), "PPO policy step"
+            )
         self.parameters = [*self.actor_net.parameters(), *self.critic_net.parameters()]
         # fused Adam: 3x cheaper step than the default single-tensor loop on CPU (~55 vs ~165 us for 64-64 MLPs)
         self.optimizer = torch.optim.Adam(self.parameters, lr=config.ppo.lr, eps=1e-5, fused=True)
@@ -70,6 +75,7 @@ class PPO:
             optimizer=self.optimizer,
             guard=config.guard,
             eager_first=compiled.eager_updates(config.train.compile, device),
+            cuda_graph=config.train.cuda_graphs,
         )
 
     def build_networks(self, env: EnvBase) -> None:
@@ -105,6 +111,12 @@ class PPO:
 
     @torch.inference_mode()
     def act(self, observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        sample = self.graphed_sample if isinstance(observation, torch.Tensor) else self.sample
+        action, log_prob = sample(observation)
+        return action, {LOG_PROB_KEY: log_prob}
+
+    def sample(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """An action of the policy and its log-probability."""
         if self.kind == "discrete":
             # Gumbel-max on plain tensors: exact Categorical samples at ~1/7 of the cost of
             # torch.distributions.Categorical (profile, 4096 envs x 2 actions: 1.3 ms -> 0.2 ms a step;
@@ -113,9 +125,8 @@ class PPO:
             index = (log_probs - torch.empty_like(log_probs).exponential_().log()).argmax(-1)
             log_prob = log_probs.gather(-1, index.unsqueeze(-1)).squeeze(-1)
             action = nn.functional.one_hot(index, self.num_actions) if self.one_hot else index
-            return action, {LOG_PROB_KEY: log_prob}
-        action, log_prob = self.distribution(observation).sample_and_log_prob()
-        return action, {LOG_PROB_KEY: log_prob}
+            return action, log_prob
+        return self.distribution(observation).sample_and_log_prob()
 
     @torch.inference_mode()
     def greedy_action(self, observation: torch.Tensor) -> torch.Tensor:

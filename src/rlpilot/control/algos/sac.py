@@ -70,7 +70,7 @@ class SAC(OffPolicyContinuous):
         self.actor = SquashedGaussianActor(
             self.obs_dim, self.action_dim, config.model, out_gain=actor_out_gain(config)
         ).to(device)
-        self.actor_forward = acting_forward(self.actor.net)
+        self.actor_forward = acting_forward(self.actor.net, config.train.cuda_graphs)
         self.middle = (self.high + self.low) / 2  # of the Box, for squash
         self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
@@ -92,6 +92,7 @@ class SAC(OffPolicyContinuous):
             optimizer=self.optimizer,
             guard=config.guard,
             eager_first=compiled.eager_updates(config.train.compile, device),
+            cuda_graph=config.train.cuda_graphs,
         )
         self.compiled_parts = (self.gradients,)
 

@@ -43,7 +43,7 @@ class TD3(OffPolicyContinuous):
         )
         self.actor = self.actor.to(device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
-        self.actor_forward = acting_forward(self.actor.net)
+        self.actor_forward = acting_forward(self.actor.net, config.train.cuda_graphs)
         self.noise_scale = self.cfg.exploration_noise * self.half_width
         self.critic = TwinQ(self.obs_dim, self.action_dim, config.model).to(device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
@@ -69,6 +69,7 @@ class TD3(OffPolicyContinuous):
             optimizer=self.optimizer,
             guard=config.guard,
             eager_first=eager - eager_both,
+            cuda_graph=config.train.cuda_graphs,
         )
         self.both_gradients = compiled.gradients(
             {"actor": self.actor, "critic": self.critic},
@@ -80,6 +81,7 @@ class TD3(OffPolicyContinuous):
             optimizer=self.optimizer,
             guard=config.guard,
             eager_first=eager_both,
+            cuda_graph=config.train.cuda_graphs,
         )
         self.compiled_parts = (self.critic_gradients, self.both_gradients)
 
