@@ -142,6 +142,9 @@ def main() -> None:
         help="cuda: every library on the GPU (SBX: JAX's GPU backend), the host side still pinned to one core; "
         "rlpilot also without CUDA graphs and eagerly",
     )
+    parser.add_argument(
+        "--libraries", help=f"which of {', '.join(LIBRARIES + GPU_VARIANTS)} to time (default: all the device has)"
+    )
     parser.add_argument("--worker", choices=LIBRARIES + GPU_VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--out", help="result file (stamped)")
     args = parser.parse_args()
@@ -157,6 +160,10 @@ def main() -> None:
         header.append(f"# gpu: {data['gpu']}; every library on it")
     algos = args.algos.split(",")
     libraries = LIBRARIES + (GPU_VARIANTS if args.device == "cuda" else ())
+    if args.libraries:
+        libraries = tuple(name for name in libraries if name in args.libraries.split(","))
+    if "rlpilot" not in libraries:
+        parser.error("--libraries must include rlpilot (the ratios are against it)")
     medians: dict[str, dict[str, list[float]]] = {algo: {lib: [] for lib in libraries} for algo in algos}
     for round_index in range(args.rounds):  # every library once per round: a drift of the machine touches all alike
         for algo in algos:

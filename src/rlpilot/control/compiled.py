@@ -288,7 +288,7 @@ class CompiledGradients(Gradients):
             call_args = inputs.rebuild(list(flat[n + m + k :]))
             # as torch.export's non-strict tracing does, say it is compiling: libraries then skip their eager-only
             # value checks (TorchRL's TanhNormal tests its bounds with a Python ``bool``, which tracing cannot give)
-            with torch.compiler._compile_session_context():
+            with compile_session():
                 out, stats = body(list(flat[:n]), list(flat[n : n + m]), list(flat[n + m : n + m + k]), call_args)
             self.stat_keys = list(stats)
             return out
@@ -551,6 +551,14 @@ class CudaGraph:
             )
             return None
         return addresses, static_inputs, graph, outputs, packed
+
+
+def compile_session():
+    """``torch.compiler._compile_session_context()`` (torch 2.12 on); before it, nothing (torch 2.11, the GPU
+    machine's own build, traces the same programs without it)."""
+    import contextlib
+
+    return getattr(torch.compiler, "_compile_session_context", contextlib.nullcontext)()
 
 
 class _NoCudaNotice(logging.Filter):
