@@ -1142,6 +1142,51 @@ SOURCES["time_to_solve_compiled_td3"] = ("time_to_solve_compiled_td3-*.json", ti
 SOURCES["time_to_solve_overhead"] = ("time_to_solve_overhead-*.json", time_to_solve_table)
 
 
+def cuda_graphs_table(path: Path) -> str:
+    """docs/results.md: CUDA graphs on the lent GPU machine (``benchmarks/gpu/cuda_graphs.sh``'s logs): a learning
+    phase's cost per gradient step (rlpilot compiled with graphs, without, eager; SBX on JAX's GPU backend), from the
+    newest log that has them, and the policy step with and without its graph, from the newest log with that table."""
+    logs = sorted(path.parent.glob("cuda_graphs-h200-*.log"), reverse=True)
+    step = re.compile(r"round \d+ (\w+) ([\w-]+)\s+median ([\d.]+) ms a step")
+    update_log = next((log for log in logs if step.search(log.read_text())), path)
+    medians: dict[str, dict[str, float]] = {}
+    for algo, library, value in step.findall(update_log.read_text()):
+        medians.setdefault(algo, {})[library] = float(value)
+    labels = {"dqn": "DQN 256-256, batch 64", "sac": "SAC 256-256, batch 256", "td3": "TD3 400-300, batch 256"}
+
+    def cell(algo: str, library: str) -> str:
+        value = medians[algo].get(library)
+        return f"{value:.3f} ms" if value is not None else "not timed"
+
+    def ratio(algo: str, numerator: str) -> str:
+        top, ours = medians[algo].get(numerator), medians[algo].get("rlpilot")
+        return f"{top / ours:.2f}x" if top and ours else "-"
+
+    lines = [
+        "| update | rlpilot: compiled + CUDA graph | compiled, no graph | eager | SBX (JAX on the GPU) | "
+        "eager / graph | SBX / rlpilot |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for algo in medians:
+        cells = [cell(algo, name) for name in ("rlpilot", "rlpilot-nographs", "rlpilot-eager", "sbx")]
+        lines.append(
+            f"| {labels[algo]} | {' | '.join(cells)} | {ratio(algo, 'rlpilot-eager')} | {ratio(algo, 'sbx')} |"
+        )
+    sources = [update_log]
+    policy_log = next((log for log in logs if "| policy step |" in log.read_text()), None)
+    if policy_log is not None:
+        lines += [""] + [row for row in policy_log.read_text().splitlines() if row.startswith("|")]
+        sources += [policy_log] if policy_log != update_log else []
+    stamps = []
+    for log in sources:
+        stamp = [row for row in log.read_text().splitlines() if row.startswith("# ")]
+        stamps.append(f"{source_line(log, stamp)} {stamp_value(stamp, 'gpu')}. {stamp_value(stamp, 'note')}.")
+    return "\n".join(lines) + "\n\n" + "\n\n".join(stamps)
+
+
+SOURCES["cuda_graphs"] = ("cuda_graphs-h200-*.log", cuda_graphs_table)
+
+
 def tables() -> dict[str, str]:
     found = {}
     for name, (pattern, table) in SOURCES.items():

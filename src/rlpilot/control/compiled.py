@@ -342,10 +342,13 @@ class CompiledStep(CompiledGradients):
     """:class:`CompiledGradients` with the optimiser's Adam step in the same program, and the guard's test: the update
     is applied (parameters, moments and step counts written in place) only where the loss and the gradient norm are
     finite and the loss is at most ``guard.max_loss`` (the test :meth:`rlpilot.guard.Guard.allow` makes). The fused
-    Adam kernel's arithmetic (lerp for the first moment, ``sqrt(v) / sqrt(1 - beta2^t) + eps``), with the learning
-    rate and bias corrections computed on the host for each call (each group's ``lr`` may change between calls).
-    What the library kernel would cost around the program (its call, the step counters' ``_foreach_add_``, the
-    gradients handed over on ``.grad``) is gone: ~70 us of a 0.66 ms DQN update on the 2-core machine.
+    Adam kernel's arithmetic (lerp for the first moment, ``sqrt(v) / sqrt(1 - beta2^t) + eps``), with the step size
+    and bias corrections computed in the program, in float64, from the step counters and each group's learning rate
+    (a tensor written only when a rate changes): bit for bit the host's arithmetic (a trained checkpoint is the same),
+    and no host read of a counter, which on CUDA would wait for the device every update. What the library kernel
+    would cost around the program (its call, the step counters' ``_foreach_add_``, the gradients handed over on
+    ``.grad``) is gone: ~70 us of a 0.66 ms DQN update on the 2-core machine. On CUDA the program is replayed as one
+    CUDA graph (:class:`CudaGraph`, ``train.cuda_graphs``).
 
     Only for a plain fused Adam (:func:`rlpilot.guard.adam_step`'s case, without weight decay) holding every learned
     parameter; :func:`gradients` decides.
