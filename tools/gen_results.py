@@ -1146,11 +1146,11 @@ def cuda_graphs_table(path: Path) -> str:
     """docs/results.md: CUDA graphs on the lent GPU machine (``benchmarks/gpu/cuda_graphs.sh``'s logs): a learning
     phase's cost per gradient step (rlpilot compiled with graphs, without, eager; SBX on JAX's GPU backend), from the
     newest log that has them, and the policy step with and without its graph, from the newest log with that table."""
-    logs = sorted(path.parent.glob("cuda_graphs-h200-*.log"), reverse=True)
+    texts = {log: log.read_text() for log in sorted(path.parent.glob("cuda_graphs-h200-*.log"), reverse=True)}
     step = re.compile(r"round \d+ (\w+) ([\w-]+)\s+median ([\d.]+) ms a step")
-    update_log = next((log for log in logs if step.search(log.read_text())), path)
+    update_log = next((log for log, text in texts.items() if step.search(text)), path)
     medians: dict[str, dict[str, float]] = {}
-    for algo, library, value in step.findall(update_log.read_text()):
+    for algo, library, value in step.findall(texts.get(update_log, "")):
         medians.setdefault(algo, {})[library] = float(value)
     labels = {"dqn": "DQN 256-256, batch 64", "sac": "SAC 256-256, batch 256", "td3": "TD3 400-300, batch 256"}
 
@@ -1173,13 +1173,13 @@ def cuda_graphs_table(path: Path) -> str:
             f"| {labels[algo]} | {' | '.join(cells)} | {ratio(algo, 'rlpilot-eager')} | {ratio(algo, 'sbx')} |"
         )
     sources = [update_log]
-    policy_log = next((log for log in logs if "| policy step |" in log.read_text()), None)
+    policy_log = next((log for log, text in texts.items() if "| policy step |" in text), None)
     if policy_log is not None:
-        lines += [""] + [row for row in policy_log.read_text().splitlines() if row.startswith("|")]
+        lines += [""] + [row for row in texts[policy_log].splitlines() if row.startswith("|")]
         sources += [policy_log] if policy_log != update_log else []
     stamps = []
     for log in sources:
-        stamp = [row for row in log.read_text().splitlines() if row.startswith("# ")]
+        stamp = [row for row in texts[log].splitlines() if row.startswith("# ")]
         stamps.append(f"{source_line(log, stamp)} {stamp_value(stamp, 'gpu')}. {stamp_value(stamp, 'note')}.")
     return "\n".join(lines) + "\n\n" + "\n\n".join(stamps)
 

@@ -312,7 +312,7 @@ class CompiledGradients(Gradients):
             build(args)
         except Exception as exc:  # noqa: BLE001 - any failure to compile leaves the eager update, which is correct
             self.failed = True
-            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}" if str(exc) else type(exc).__name__
+            reason = one_line(exc)
             print(f"rlpilot: could not compile the {self.name} update ({reason}); training eagerly", file=sys.stderr)
             return False
         self.seconds = time.perf_counter() - start
@@ -346,10 +346,9 @@ class CompiledStep(CompiledGradients):
     and bias corrections computed on the host for each call on a CPU (each group's ``lr`` may change between calls),
     and on CUDA in the program, in float64, from the step counters and each group's learning rate (a tensor written
     only when a rate changes): no host read of a counter, which would wait for the device every update. What the
-    library kernel
-    would cost around the program (its call, the step counters' ``_foreach_add_``, the gradients handed over on
-    ``.grad``) is gone: ~70 us of a 0.66 ms DQN update on the 2-core machine. On CUDA the program is replayed as one
-    CUDA graph (:class:`CudaGraph`, ``train.cuda_graphs``).
+    library kernel would cost around the program (its call, the step counters' ``_foreach_add_``, the gradients
+    handed over on ``.grad``) is gone: ~70 us of a 0.66 ms DQN update on the 2-core machine. On CUDA the program is
+    replayed as one CUDA graph (:class:`CudaGraph`, ``train.cuda_graphs``).
 
     Only for a plain fused Adam (:func:`rlpilot.guard.adam_step`'s case, without weight decay) holding every learned
     parameter; :func:`gradients` decides.
@@ -376,7 +375,7 @@ class CompiledStep(CompiledGradients):
         self.groups = sorted({group_of[id(p)] for p in self.parameters})
         self.slot = [self.groups.index(group_of[id(p)]) for p in self.parameters]
         self.first_index = [next(i for i, p in enumerate(self.parameters) if group_of[id(p)] == g) for g in self.groups]
-        self.on_device = self.parameters[0].device.type != "cpu"
+        self.on_device = self.parameters[0].device.type == "cuda"  # Adam's step size in the program; a CUDA graph
         self.lr = torch.zeros(len(self.groups), dtype=torch.float64, device=self.parameters[0].device)
         self.rates: tuple[float, ...] = ()  # the rates ``lr`` holds
         self.state_owner: dict | None = None  # the optimiser's state dict that ``state_list`` was read from
@@ -461,7 +460,7 @@ class CompiledStep(CompiledGradients):
 
         extra = [*self._state(), self._rates()]
         self.step_program, self.step_inputs, self.step_signature = self._build(args, body, extra)
-        if self.cuda_graph and self.lr.device.type == "cuda":
+        if self.cuda_graph and self.on_device:
             self.graph = CudaGraph(
                 lambda *leaves: self.step_program(*self.parameters, *self.fixed, *self.state_list, self.lr, *leaves),
                 lambda: [*self.parameters, *self.fixed, *self.state_list, self.lr],
@@ -485,6 +484,7 @@ class CompiledStep(CompiledGradients):
                 return None
         elif self.step_inputs.signature(args) != self.step_signature:
             return None
+        # both refresh what the graph reads in place too (a reloaded optimiser's state list, a changed rate)
         state, rates, leaves = self._state(), self._rates(), self.step_inputs.leaves(args)
         if self.graph is not None:
             out = self.graph(*leaves)
@@ -568,7 +568,7 @@ class CudaGraph:
                 packed = torch.stack([out.to(torch.float32) for out in outputs]) if scalars else None
         except Exception as exc:  # noqa: BLE001 - a graph is an optimisation: the plain call is correct
             self.failed = True
-            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}" if str(exc) else type(exc).__name__
+            reason = one_line(exc)
             print(
                 f"rlpilot: could not capture the {self.name} as a CUDA graph ({reason}); running it without",
                 file=sys.stderr,
@@ -583,6 +583,20 @@ def compile_session():
     import contextlib
 
     return getattr(torch.compiler, "_compile_session_context", contextlib.nullcontext)()
+
+
+def graphed(fn: Callable, module: nn.Module, enabled: bool, name: str) -> Callable:
+    """``fn``, which reads ``module``'s parameters, as a :class:`CudaGraph` when ``enabled`` (``train.cuda_graphs``)
+    and the module is on CUDA (captured again when a parameter is replaced); else ``fn`` itself."""
+    first = next(module.parameters(), None)
+    if enabled and first is not None and first.device.type == "cuda":
+        return CudaGraph(fn, lambda: list(module.parameters()), name)
+    return fn
+
+
+def one_line(exc: Exception) -> str:
+    """An exception as its type and the first line of its message (for the one stderr line a fallback prints)."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}" if str(exc) else type(exc).__name__
 
 
 class _NoCudaNotice(logging.Filter):

@@ -9,6 +9,7 @@ from torch import nn
 from torchrl.data import Bounded, Categorical, OneHot, TensorSpec
 
 from rlpilot.config.schema import ModelConfig
+from rlpilot.control.compiled import graphed
 from rlpilot.errors import UserError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -38,12 +39,7 @@ def acting_forward(net: nn.Module, cuda_graph: bool = False) -> Callable[[torch.
                 x = nn.functional.linear(x, linear.weight, linear.bias) if op is None else op(x)
             return x
 
-    first = next(net.parameters(), None)
-    if cuda_graph and first is not None and first.device.type == "cuda":
-        from rlpilot.control.compiled import CudaGraph
-
-        return CudaGraph(forward, lambda: list(net.parameters()), "acting forward")
-    return forward
+    return graphed(forward, net, cuda_graph, "acting forward")
 
 
 def mlp(in_features: int, out_features: int, cfg: ModelConfig, *, out_gain: float = 1.0) -> nn.Sequential:

@@ -49,11 +49,8 @@ class PPO:
         self.device = device
         self.build_networks(env)
         self.greedy_module = GreedyActor(self.actor_net, self.bounds, one_hot=self.num_actions if self.one_hot else 0)
-        self.graphed_sample = self.sample  # the policy step; on CUDA one graph replay (``train.cuda_graphs``)
-        if config.train.cuda_graphs and device.type == "cuda":
-            self.graphed_sample = compiled.CudaGraph(
-                self.sample, lambda: list(self.actor_net.parameters()), "PPO policy step"
-            )
+        # the policy step; on CUDA one graph replay (``train.cuda_graphs``)
+        self.graphed_sample = compiled.graphed(self.sample, self.actor_net, config.train.cuda_graphs, "PPO policy step")
         self.parameters = [*self.actor_net.parameters(), *self.critic_net.parameters()]
         # fused Adam: 3x cheaper step than the default single-tensor loop on CPU (~55 vs ~165 us for 64-64 MLPs)
         self.optimizer = torch.optim.Adam(self.parameters, lr=config.ppo.lr, eps=1e-5, fused=True)
