@@ -684,6 +684,13 @@ def main() -> None:
     if args.worker:
         print(json.dumps(WORKERS[args.worker](args.seed, args.eval_every, args.budget, args.episodes)))
         return
+    earlier = json.loads(Path(args.carry).read_text()) if args.carry else {}
+    inherited = earlier.get("carried") or {}
+    if set(inherited.get("algos", ())) - set(args.algos.split(",")):  # checked before hours of runs, not after
+        parser.error(
+            f"{args.carry} copied {', '.join(inherited['algos'])} from {inherited['from']}: carry from that file (or "
+            "re-run those tasks), so each row keeps the stamp it was measured under"
+        )
     header = stamp.header()
     lines = list(header)
     data: dict = {"tasks": {}}
@@ -742,7 +749,6 @@ def main() -> None:
             "comparisons": comparisons,
         }
     if args.carry:
-        earlier = json.loads(Path(args.carry).read_text())
         carried = [algo for algo in earlier["tasks"] if algo not in data["tasks"]]
         for algo in carried:
             data["tasks"][algo] = earlier["tasks"][algo]

@@ -58,6 +58,12 @@ def source_line(path: Path, stamp: list[str]) -> str:
     )
 
 
+def tasks_in_order(data: dict) -> list[tuple[str, dict]]:
+    """A time-to-solve result's tasks as the tables list them (PPO, DQN, SAC, TD3), whichever were carried."""
+    order = ("ppo", "dqn", "sac", "td3")
+    return sorted(data["tasks"].items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order))
+
+
 def carried_line(data: dict) -> str:
     """A result file that re-measured some tasks and copied the others from an earlier one says which."""
     carried = data.get("carried")
@@ -100,7 +106,7 @@ def time_to_solve_table(path: Path) -> str:
     data = json.loads(path.read_text())
     rows = [  # comparison keys: the arm for SB3 (as before the other peers), "arm/peer" for the others
         (algo, task, key.split("/")[0], c)
-        for algo, task in data["tasks"].items()
+        for algo, task in tasks_in_order(data)
         for key, c in task["comparisons"].items()
     ]
     only_sb3 = all(c["peer"].startswith("sb3-") for *_, c in rows)
@@ -133,7 +139,7 @@ def time_to_solve_table(path: Path) -> str:
         return "\n".join(lines)
     present = {c["peer"].split("-")[0] for *_, c in rows}
     fastest = []
-    for algo, task in data["tasks"].items():
+    for algo, task in tasks_in_order(data):
         peers = task.get("peers") or sorted({c["peer"] for c in task["comparisons"].values()})
         best = _fastest({p: task["results"][p] for p in peers}, every_seed=False)
         if best:
@@ -179,7 +185,7 @@ def time_to_solve_summary(path: Path) -> str:
         "training clock [95% CI] | whole process [95% CI] | fastest (median training clock, every seed solved) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for algo, task in data["tasks"].items():
+    for algo, task in tasks_in_order(data):
         results = task["results"]
         names = [f"rlpilot-{algo}-preset", f"rlpilot-{algo}-same", f"sb3-{algo}-zoo", f"sbx-{algo}-zoo"]
         names.append(f"cleanrl-{algo}-zoo")
@@ -215,7 +221,7 @@ def sbx_arm_line(path: Path) -> str:
     SBX's computation) against SBX, training clock and whole process, per task."""
     data = json.loads(path.read_text())
     cells = []
-    for algo, task in data["tasks"].items():
+    for algo, task in tasks_in_order(data):
         c = task["comparisons"].get(f"sbx/sbx-{algo}-zoo")
         if c:
             train, process = c["train_s"], c["process_s"]
