@@ -207,12 +207,19 @@ def time_to_solve_summary(path: Path) -> str:
         f"{seeds[0]}-{seeds[-1]}; ratios: SB3 / rlpilot per seed (above 1: rlpilot is faster). Every arm against "
         "every peer, with intervals: docs/results.md. " + source_line(path, data["stamp"]) + carried_line(data),
     ]
-    compiled = newest("time_to_solve_compiled-*.json")
-    if compiled is not None:  # the later re-measure of the Zoo's settings, in the same paragraph
-        lines[-1] += " " + compiled_same_settings_line(compiled)
-    overhead = newest("time_to_solve_overhead-*.json")
-    if overhead is not None:
-        lines[-1] += " " + sbx_arm_line(overhead)
+    # Later re-measures of the Zoo's settings join the paragraph only while they are newer than every row of the
+    # table (a table re-measured since makes them history, kept in docs/results.md).
+    oldest_row = min(
+        [stamp_value(data["stamp"], "date")]
+        + ([stamp_value(data["carried"]["stamp"], "date")] if data.get("carried") else [])
+    )
+    for pattern, line in (
+        ("time_to_solve_compiled-*.json", compiled_same_settings_line),
+        ("time_to_solve_overhead-*.json", sbx_arm_line),
+    ):
+        later = newest(pattern)
+        if later is not None and stamp_value(json.loads(later.read_text())["stamp"], "date") > oldest_row:
+            lines[-1] += " " + line(later)
     return "\n".join(lines)
 
 
