@@ -300,3 +300,45 @@ def test_a_loss_that_cannot_be_compiled_trains_eagerly_after_one_line(capsys):
     lines = capsys.readouterr().err.strip().splitlines()
     assert program.failed and len(lines) == 1
     assert "could not compile the odd update" in lines[0] and "training eagerly" in lines[0]
+
+
+def test_a_phase_in_one_program_makes_the_updates_one_by_one_would():
+    """``CompiledStep.steps``: DQN's learning phase in one program per target copy (a loop over the stacked
+    minibatches) ends where the same updates made one program call at a time end: parameters, Adam's moments and
+    step counters, the guard's refusals (events, lr cuts) and the phase's metrics; over phases with target copies
+    inside them, refused and applied updates mixed, and a shorter phase (its rows padded). Tolerance: the
+    one-update program's values (1e-5 relative): both are inductor's code for the same graph of one update."""
+    overrides = (
+        "dqn.steps_per_env=16",  # 8 envs: 128 frames, 64 updates a phase
+        "dqn.learning_starts=0",
+        "dqn.target_update_interval=24",  # copies after updates 24, 48, 72, ...: calls split at them
+        "guard.max_loss=3.0",  # some of the losses of this case are above it
+        "guard.lr_cut=0.99",
+        "guard.max_trips=1000000",
+    )
+    sides = []
+    for phases in ("one program", "one by one"):
+        config, algo, batch = learner("dqn-cartpole", DQN, *overrides)
+        if phases == "one by one":
+            algo.gradients.steps = lambda *args: None
+        metrics = [algo.learn(batch, 128), algo.learn(batch, 256), algo.learn(batch[:, :8], 320)]
+        sides.append((algo, metrics, algo.guard.drain()))
+    (loop, loop_metrics, loop_events), (single, single_metrics, single_events) = sides
+    assert loop.gradients.loop_program is not None and loop.gradients.step_program is None
+    assert single.gradients.loop_program is None
+    assert loop.updates == single.updates == 64 + 64 + 32
+    skipped = [m.get("guard/skipped_updates", 0) for m in single_metrics]
+    assert 0 < sum(skipped) < single.updates, "the case should mix applied and refused updates"
+    assert [e["update"] for e in loop_events] == [e["update"] for e in single_events]
+    assert loop.guard.lr_scale == pytest.approx(single.guard.lr_scale)
+    for mine, theirs in zip(loop_metrics, single_metrics, strict=True):
+        assert mine.keys() == theirs.keys()
+        for key in mine:
+            if not key.startswith("compile/"):
+                assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-6, nan_ok=True), key
+    for net in ("q_net", "target_net"):
+        for p, q in zip(getattr(loop, net).parameters(), getattr(single, net).parameters(), strict=True):
+            torch.testing.assert_close(p, q, **VALUE_TOLERANCE)
+    for p, q in zip(loop.parameters, single.parameters, strict=True):
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(loop.optimizer.state[p][key], single.optimizer.state[q][key], **VALUE_TOLERANCE)

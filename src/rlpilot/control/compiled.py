@@ -3,7 +3,8 @@
 The update is traced once by ``make_fx`` (``torch.func.grad`` puts the backward in the same graph) and compiled by
 inductor: C++ (CPU) or Triton (CUDA) code for the elementwise work around the library's matrix multiplies, called
 with flat tensors, without the autograd engine or Dynamo's guards at run time (:class:`CompiledGradients`,
-:class:`CompiledStep`).
+:class:`CompiledStep`). On a CPU several updates can be one program too, a loop over stacked minibatches
+(:meth:`CompiledStep.steps`: DQN's learning phase).
 
 Measured with ``python benchmarks/update_cost.py --limit --cold`` (docs/results.md, "Compiled updates and the
 physical limit"): on the 2-core CPU machine a compiled update took 0.34-0.8x the eager one's time (PPO 64-64 0.34x,
@@ -126,6 +127,10 @@ class Gradients:
     def step(self, *args) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor], bool] | None:
         """The gradients with the optimiser's step taken in the same program (:class:`CompiledStep`); None here: the
         guard takes :attr:`unfused`'s gradients and the library's step."""
+        return None
+
+    def steps(self, args: tuple, start: int, stop: int) -> tuple[list[list[float]], list[str]] | None:
+        """Several updates in one program (:meth:`CompiledStep.steps`); None here: the caller makes them one by one."""
         return None
 
     @property
@@ -383,13 +388,31 @@ class CompiledStep(CompiledGradients):
         self.step_program: Callable | None = None  # apart from the gradients-only program ``__call__`` runs
         self.step_inputs: _Inputs | None = None
         self.step_signature: tuple = ()
+        # a phase's updates in one program (:meth:`steps`, on a CPU)
+        self.loop_program: Callable | None = None
+        self.loop_failed = False
+        self.loop_inputs: _Inputs | None = None  # one minibatch's layout; the program's inputs stack ``loop_rows``
+        self.loop_rows = 0
+        self.loop_shapes: list[tuple] = []  # each stacked leaf's shape past the rows, and its dtype
+        self.loop_stat_keys: list[str] = []
 
     def _step(self, learned, fixed, exp_avg, exp_avg_sq, steps, rates, args):
+        new, (norm, total, ok), stats = self._update(learned, fixed, exp_avg, exp_avg_sq, steps, rates, args)
+        for tensors, values in zip((learned, exp_avg, exp_avg_sq, steps), new):
+            for tensor, value in zip(tensors, values):
+                tensor.copy_(value)
+        return (norm, total, ok, *stats.values()), stats
+
+    def _update(self, learned, fixed, exp_avg, exp_avg_sq, steps, rates, args):
+        """One update as values (nothing written): ``((parameters, first moments, second moments, step counters),
+        (grad norm, loss, applied), stats)``, each new value the old one where the guard's test fails. ``rates``: on a
+        CPU each group's ``(step size, bias correction)`` row for this step (:meth:`_table`), on CUDA each group's
+        learning rate."""
         grads, norm, total, stats = self._gradients(learned, fixed, args)
         ok = torch.isfinite(total) & torch.isfinite(norm) & (total <= self.guard.max_loss)
         if not self.guard.enabled:
             ok = torch.ones_like(ok)
-        if not self.on_device:  # each group's (step size, bias correction) row, computed on the host (:meth:`_hyper`)
+        if not self.on_device:  # each group's (step size, bias correction) row, computed on the host (:meth:`_table`)
             hyper = [(rates[slot, 0], rates[slot, 1]) for slot in range(len(self.groups))]
         else:
             # on CUDA, computed here from the step counters, in float64 as the fused kernel and the host compute them:
@@ -402,6 +425,7 @@ class CompiledStep(CompiledGradients):
                 t = steps[first].to(torch.float64) + 1
                 step_size = rates[slot] / (1 - torch.pow(beta1, t))
                 hyper.append((step_size.to(torch.float32), torch.sqrt(1 - torch.pow(beta2, t)).to(torch.float32)))
+        new = ([], [], [], [])
         for i, (param, grad, m, v, step) in enumerate(zip(learned, grads, exp_avg, exp_avg_sq, steps)):
             group = self.optimizer.param_groups[self.groups[self.slot[i]]]
             beta1, beta2 = group["betas"]
@@ -409,11 +433,11 @@ class CompiledStep(CompiledGradients):
             m_new = torch.lerp(m, grad, 1 - beta1)
             v_new = v * beta2 + (1 - beta2) * grad * grad
             p_new = param - step_size * m_new / (v_new.sqrt() / bias_correction2_sqrt + group["eps"])
-            m.copy_(torch.where(ok, m_new, m))
-            v.copy_(torch.where(ok, v_new, v))
-            param.copy_(torch.where(ok, p_new, param))
-            step.add_(ok.to(step.dtype))
-        return (norm, total, ok, *stats.values()), stats
+            new[0].append(torch.where(ok, p_new, param))
+            new[1].append(torch.where(ok, m_new, m))
+            new[2].append(torch.where(ok, v_new, v))
+            new[3].append(step + ok.to(step.dtype))
+        return new, (norm, total, ok), stats
 
     def _state(self) -> list[torch.Tensor]:
         """The learned parameters' first moments, second moments and step counters, in that order (created as
@@ -427,19 +451,23 @@ class CompiledStep(CompiledGradients):
             self.state_owner = self.optimizer.state
         return self.state_list
 
-    def _hyper(self) -> torch.Tensor:
-        """On a CPU, each group's ``(lr / (1 - beta1^t), sqrt(1 - beta2^t))`` for this step, computed on the host."""
-        rows = []
-        for index, first in zip(self.groups, self.first_index):
-            group = self.optimizer.param_groups[index]
-            beta1, beta2 = group["betas"]
-            t = float(self.optimizer.state[self.parameters[first]]["step"]) + 1
-            rows.append((group["lr"] / (1 - beta1**t), math.sqrt(1 - beta2**t)))
-        return torch.tensor(rows, dtype=torch.float32)
+    def _table(self, rows: int) -> torch.Tensor:
+        """On a CPU, each group's ``(lr / (1 - beta1^t), sqrt(1 - beta2^t))`` for its next ``rows`` applied steps
+        (``t`` = the step counter + 1, + 2, ...), computed on the host: ``[rows, groups, 2]``."""
+        table = []
+        for row in range(1, rows + 1):
+            cells = []
+            for index, first in zip(self.groups, self.first_index):
+                group = self.optimizer.param_groups[index]
+                beta1, beta2 = group["betas"]
+                t = float(self.optimizer.state[self.parameters[first]]["step"]) + row
+                cells.append((group["lr"] / (1 - beta1**t), math.sqrt(1 - beta2**t)))
+            table.append(cells)
+        return torch.tensor(table, dtype=torch.float32)
 
     def _rates(self) -> torch.Tensor:
-        """What the program takes for Adam's step size: :meth:`_hyper` on a CPU, :meth:`_lr` on CUDA."""
-        return self._lr() if self.on_device else self._hyper()
+        """What the program takes for Adam's step size: :meth:`_table`'s one row on a CPU, :meth:`_lr` on CUDA."""
+        return self._lr() if self.on_device else self._table(1)[0]
 
     def _lr(self) -> torch.Tensor:
         """Each group's learning rate (float64, on the parameters' device), one tensor the program reads: written
@@ -466,6 +494,126 @@ class CompiledStep(CompiledGradients):
                 lambda: [*self.parameters, *self.fixed, *self.state_list, self.lr],
                 self.name,
             )
+
+    def _compile_loop(self, args: tuple) -> None:
+        """The program behind :meth:`steps`: ``while start <= i < stop``, update ``i`` on minibatch ``i`` of the stacked
+        ``args``, as :meth:`_step` would, with the parameters, moments and step counters carried from one update to the
+        next (``torch.while_loop``'s operator, traced by ``make_fx``: one update's code, however many updates), Adam's
+        step-size row taken from :meth:`_table` by the count of updates applied so far; then the final values written
+        in place. Returns each update's row ``(loss, grad norm, applied, *scalar stats)`` (zeros outside the range)."""
+        from torch._higher_order_ops.while_loop import while_loop_op
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        single = tuple(arg[0] for arg in args)  # one minibatch: the loss's call
+        inputs = _Inputs(single)
+        stacked = inputs.leaves(args)
+        rows = stacked[0].shape[0]
+        n, m = len(self.parameters), len(self.fixed)
+
+        # which statistics the loss returns (a trace on fake tensors: no arithmetic, no random draw): scalar ones are
+        # kept, one column each
+        def probe(*leaves):
+            state = {**dict(zip(self.names, self.parameters)), **dict(zip(self.fixed_names, self.fixed))}
+            call_args = inputs.rebuild(list(leaves))  # outside the session, as in :meth:`_build`
+            with compile_session():
+                total, stats = torch.func.functional_call(self.root, state, call_args, strict=False)
+            self.loop_stat_keys = [key for key, value in stats.items() if value.dim() == 0]
+            return total
+
+        with torch.random.fork_rng():
+            make_fx(probe, tracing_mode="fake", _allow_non_fake_inputs=True)(*inputs.leaves(single))
+        width = 3 + len(self.loop_stat_keys)
+
+        def program(*flat: torch.Tensor):
+            learned, fixed = list(flat[:n]), list(flat[n : n + m])
+            state = list(flat[n + m : n + m + 3 * n])  # first moments, second moments, step counters
+            table, start, stop = flat[n + m + 3 * n : n + m + 3 * n + 3]
+            leaves = list(flat[n + m + 3 * n + 3 :])
+            carried = 2 + 4 * n + 1  # i, updates applied, parameters, moments, counters, rows
+
+            def cond(i, *rest):
+                return i < rest[carried - 1]  # ``stop``, the first additional input
+
+            def body(i, applied, *rest):
+                values, extra = rest[: carried - 2], rest[carried - 2 :]
+                params, exp_avg, exp_avg_sq, steps = (list(values[k * n : (k + 1) * n]) for k in range(4))
+                out_rows = values[4 * n]
+                _, table_in, *rest_in = extra
+                fixed_in, leaves_in = list(rest_in[:m]), rest_in[m:]
+                call_args = inputs.rebuild([leaf[i] for leaf in leaves_in])
+                with compile_session():
+                    new, (norm, total, ok), stats = self._update(
+                        params, fixed_in, exp_avg, exp_avg_sq, steps, table_in[applied], call_args
+                    )
+                row = torch.stack(
+                    [total, norm, ok.to(total.dtype), *(stats[k].to(total.dtype) for k in self.loop_stat_keys)]
+                )
+                out_rows = out_rows.index_copy(0, i.view(1), row.view(1, width))
+                return (i + 1, applied + ok.to(applied.dtype), *new[0], *new[1], *new[2], *new[3], out_rows)
+
+            zero = torch.zeros((), dtype=torch.int64, device=start.device)
+            init = (start, zero, *learned, *state, torch.zeros(rows, width, device=learned[0].device))
+            out = while_loop_op(cond, body, init, (stop, table, *fixed, *leaves))
+            for tensor, value in zip([*learned, *state], out[2 : 2 + 4 * n]):
+                tensor.copy_(value)
+            return (out[-1],)
+
+        example = [
+            *self.parameters,
+            *self.fixed,
+            *self._state(),
+            self._table(rows),
+            torch.tensor(0),
+            torch.tensor(rows),
+        ]
+        self.loop_program = _trace_and_compile(program, [*example, *stacked])
+        self.loop_inputs, self.loop_rows = inputs, rows
+        self.loop_shapes = [(leaf.shape[1:], leaf.dtype) for leaf in stacked]
+
+    @torch.no_grad()
+    def steps(self, args: tuple, start: int, stop: int) -> tuple[list[list[float]], list[str]] | None:
+        """Updates ``start .. stop - 1`` of a learning phase in one call of one program (:meth:`_compile_loop`),
+        minibatch ``i`` being row ``i`` of each of ``args`` (TensorDicts or tensors stacked on a leading dimension):
+        what as many :meth:`step` calls would do, each update applied or refused by the guard's test, with no Python
+        and no host read between updates. ``(one row per update: loss, grad norm, applied (1.0 or 0.0), then the loss's
+        scalar statistics; their names)``, read from the device once. None where it does not apply (the caller then
+        makes the updates one by one): on CUDA (each update's CUDA graph is the fast path there), before the program
+        is built under ``eager_first``, after it could not be built, or for a call the traced one does not match (more
+        rows than traced; fewer are padded)."""
+        if self.on_device or self.failed or self.loop_failed or self.calls < self.eager_first:
+            return None
+        if self.loop_program is None:
+            start_time = time.perf_counter()
+            try:
+                self._compile_loop(args)
+            except Exception as exc:  # noqa: BLE001 - the one-update program (or eager) is still correct
+                self.loop_failed = True
+                print(
+                    f"rlpilot: could not compile the {self.name} phase program ({one_line(exc)}); updating one by one",
+                    file=sys.stderr,
+                )
+                return None
+            self.seconds = (self.seconds or 0.0) + time.perf_counter() - start_time
+        leaves = self.loop_inputs.leaves(args)
+        if len(leaves) != len(self.loop_shapes) or any(
+            leaf.shape[0] > self.loop_rows or (leaf.shape[1:], leaf.dtype) != shape
+            for leaf, shape in zip(leaves, self.loop_shapes)
+        ):
+            return None
+        rows = leaves[0].shape[0]
+        if rows < self.loop_rows:  # a shorter phase: the rows past ``stop`` are never read
+            leaves = [torch.cat([leaf, leaf.new_zeros(self.loop_rows - rows, *leaf.shape[1:])]) for leaf in leaves]
+        self.calls += stop - start
+        out = self.loop_program(
+            *self.parameters,
+            *self.fixed,
+            *self._state(),
+            self._table(self.loop_rows),
+            torch.tensor(start),
+            torch.tensor(stop),
+            *leaves,
+        )[0]
+        return out[start:stop].tolist(), ["loss", "grad_norm", "applied", *self.loop_stat_keys]
 
     @property
     def unfused(self) -> Gradients:
@@ -626,7 +774,11 @@ def _trace_and_compile(program: Callable, example: list[torch.Tensor]) -> Callab
     # kernel and matmul calls cost 4.6% less an update (0.651 -> 0.621 ms, 3 rounds of
     # ``peer_update_cost.time_rlpilot``), SAC's the same (7.65 -> 7.62 ms), and a cold compile no more (DQN: 17.9 s
     # without, 14.2 s with; 1.95 s and 1.85 s from the cache), on this project's 2-core machine, 2026-12-04
-    with torch._inductor.config.patch(cpp_wrapper=True):
+    # inductor's FX-graph cache refuses graphs with a higher-order operator unless it is named here (its key does hash
+    # the loop's condition and body graphs' code with the rest): without it the phase program's loop (``while_loop``,
+    # :meth:`CompiledStep._compile_loop`) was lowered anew in every run, ~3.1 s against ~1.6 s from the cache
+    cacheable = {"torch.ops.higher_order.while_loop": torch.__version__}
+    with torch._inductor.config.patch(cpp_wrapper=True, unsafe_marked_cacheable_functions=cacheable):
         return torch._inductor.compile(graph, fake)
 
 
