@@ -98,10 +98,12 @@ def test_numpy_backend_requires_an_implementation():
         make_env(EnvConfig(id="Pendulum-v1", backend="numpy"))
 
 
+@pytest.mark.parametrize("envs", [7, 1])
 @pytest.mark.parametrize("integrator, sutton_barto", [("euler", False), ("semi-implicit euler", True)])
-def test_the_lean_cartpole_step_is_upstreams_step(integrator, sutton_barto):
+def test_the_lean_cartpole_step_is_upstreams_step(integrator, sutton_barto, envs):
     """CartPoleVectorEnvNoAutoreset.step skips upstream's action assert and NEXT_STEP resets (none in
-    DISABLED mode): the same observations, rewards and flags, bit for bit, and the same random stream."""
+    DISABLED mode): the same observations, rewards and flags, bit for bit, and the same random stream; one env
+    steps in Python floats (``_step_one``), with the same results."""
     from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
     class Upstream(CartPoleVectorEnvNoAutoreset):
@@ -110,13 +112,13 @@ def test_the_lean_cartpole_step_is_upstreams_step(integrator, sutton_barto):
             return CartPoleVectorEnv.step(self, action)
 
     ours, upstream = (
-        cls(num_envs=7, max_episode_steps=25, sutton_barto_reward=sutton_barto)
+        cls(num_envs=envs, max_episode_steps=25, sutton_barto_reward=sutton_barto)
         for cls in (CartPoleVectorEnvNoAutoreset, Upstream)
     )
     for env in (ours, upstream):
         env.kinematics_integrator = integrator
         env.reset(seed=5)
-    actions = np.random.default_rng(0).integers(0, 2, size=(2000, 7))
+    actions = np.random.default_rng(0).integers(0, 2, size=(2000 * 7 // envs, envs))
     terminations = truncations = 0
     for action in actions:
         got, want = ours.step(action), upstream.step(action)
