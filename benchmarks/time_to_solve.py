@@ -650,6 +650,27 @@ def interpreter_line(python: Path) -> str:
     return f"# sbx interpreter: {python} ({versions}); {flags}"
 
 
+def carried_rows(earlier: dict, path: str, tasks: dict) -> list[dict]:
+    """Copies into ``tasks`` the earlier file's tasks this run did not measure; returns, per file that measured them,
+    ``{"from", "algos", "stamp"}``: the earlier file's own rows under its stamp, and the rows it had itself carried
+    under theirs (each row keeps the stamp it was measured under). A file written before carries were lists holds
+    one entry, as a dict."""
+    inherited = earlier.get("carried") or []
+    inherited = [inherited] if isinstance(inherited, dict) else inherited
+    entries = []
+    for source, algos, source_stamp in (
+        *((e["from"], e["algos"], e["stamp"]) for e in inherited),
+        (path, [a for a in earlier["tasks"] if not any(a in e["algos"] for e in inherited)], earlier["stamp"]),
+    ):
+        kept = [algo for algo in algos if algo not in tasks]
+        if kept:
+            entries.append({"from": source, "algos": kept, "stamp": source_stamp})
+    for entry in entries:
+        for algo in entry["algos"]:
+            tasks[algo] = earlier["tasks"][algo]
+    return entries
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algos", default="ppo,dqn", help="comma-separated: ppo, dqn, sac, td3")
@@ -685,12 +706,6 @@ def main() -> None:
         print(json.dumps(WORKERS[args.worker](args.seed, args.eval_every, args.budget, args.episodes)))
         return
     earlier = json.loads(Path(args.carry).read_text()) if args.carry else {}
-    inherited = earlier.get("carried") or {}
-    if set(inherited.get("algos", ())) - set(args.algos.split(",")):  # checked before hours of runs, not after
-        parser.error(
-            f"{args.carry} copied {', '.join(inherited['algos'])} from {inherited['from']}: carry from that file (or "
-            "re-run those tasks), so each row keeps the stamp it was measured under"
-        )
     header = stamp.header()
     lines = list(header)
     data: dict = {"tasks": {}}
@@ -749,11 +764,9 @@ def main() -> None:
             "comparisons": comparisons,
         }
     if args.carry:
-        carried = [algo for algo in earlier["tasks"] if algo not in data["tasks"]]
-        for algo in carried:
-            data["tasks"][algo] = earlier["tasks"][algo]
-        data["carried"] = {"from": str(args.carry), "algos": carried, "stamp": earlier["stamp"]}
-        lines.append(f"# carried from {args.carry} (its own stamp in the JSON): {', '.join(carried)}")
+        data["carried"] = carried_rows(earlier, str(args.carry), data["tasks"])
+        for entry in data["carried"]:
+            lines.append(f"# carried from {entry['from']} (its own stamp in the JSON): {', '.join(entry['algos'])}")
     if args.out:
         stamp.write_result(args.out, header, lines[len(header) :], data)
 

@@ -64,16 +64,21 @@ def tasks_in_order(data: dict) -> list[tuple[str, dict]]:
     return sorted(data["tasks"].items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order))
 
 
+def carried_entries(data: dict) -> list[dict]:
+    """A time-to-solve file's carried rows, one ``{"from", "algos", "stamp"}`` per file that measured them (a file
+    written before carries were lists holds one, as a dict)."""
+    carried = data.get("carried") or []
+    return [e for e in ([carried] if isinstance(carried, dict) else carried) if e["algos"]]
+
+
 def carried_line(data: dict) -> str:
-    """A result file that re-measured some tasks and copied the others from an earlier one says which."""
-    carried = data.get("carried")
-    if not carried or not carried["algos"]:
-        return ""
-    earlier = Path(carried["from"])
-    return (
-        f" Rows for {', '.join(a.upper() for a in carried['algos'])} copied from `{earlier.name}` "
-        f"(commit {stamp_value(carried['stamp'], 'commit')[:12]}, {stamp_value(carried['stamp'], 'date')}, "
-        f"command: `{stamp_value(carried['stamp'], 'command')}`)."
+    """A result file that re-measured some tasks and copied the others from earlier ones says which, and each copied
+    row's own stamp."""
+    return "".join(
+        f" Rows for {', '.join(a.upper() for a in entry['algos'])} copied from `{Path(entry['from']).name}` "
+        f"(commit {stamp_value(entry['stamp'], 'commit')[:12]}, {stamp_value(entry['stamp'], 'date')}, "
+        f"command: `{stamp_value(entry['stamp'], 'command')}`)."
+        for entry in carried_entries(data)
     )
 
 
@@ -210,8 +215,7 @@ def time_to_solve_summary(path: Path) -> str:
     # Later re-measures of the Zoo's settings join the paragraph only while they are newer than every row of the
     # table (a table re-measured since makes them history, kept in docs/results.md).
     oldest_row = min(
-        [stamp_value(data["stamp"], "date")]
-        + ([stamp_value(data["carried"]["stamp"], "date")] if data.get("carried") else [])
+        [stamp_value(data["stamp"], "date")] + [stamp_value(entry["stamp"], "date") for entry in carried_entries(data)]
     )
     for pattern, line in (
         ("time_to_solve_compiled-*.json", compiled_same_settings_line),
