@@ -229,22 +229,20 @@ def time_to_solve_summary(path: Path) -> str:
 
 def sbx_arm_line(path: Path) -> str:
     """README's line on the newest ``time_to_solve_overhead`` file: rlpilot's ``sbx`` arm (the Zoo's settings and
-    SBX's computation) against SBX, training clock and whole process, per task."""
+    SBX's computation) against SBX, training clock and whole process, per task, each with the day it was measured."""
     data = json.loads(path.read_text())
+    day_of = {algo: stamp_value(e["stamp"], "date")[:10] for e in carried_entries(data) for algo in e["algos"]}
     cells = []
     for algo, task in tasks_in_order(data):
         c = task["comparisons"].get(f"sbx/sbx-{algo}-zoo")
         if c:
             train, process = c["train_s"], c["process_s"]
+            day = day_of.get(algo, stamp_value(data["stamp"], "date")[:10])
             cells.append(
                 f"{algo.upper()} {train[0]:.2f}x [{train[1]:.2f}-{train[2]:.2f}] "
-                f"(whole process {process[0]:.2f}x [{process[1]:.2f}-{process[2]:.2f}])"
+                f"(whole process {process[0]:.2f}x [{process[1]:.2f}-{process[2]:.2f}]; {day})"
             )
-    day = stamp_value(data["stamp"], "date")[:10]
-    return (
-        f"After the one-env overhead cuts ({day}), SBX's computation (`sbx` arm) against SBX, training clock: "
-        f"{'; '.join(cells)} (`{path.relative_to(ROOT)}`)."
-    )
+    return f"SBX's computation (`sbx` arm) against SBX, training clock: {'; '.join(cells)} (`{path.relative_to(ROOT)}`)."
 
 
 def update_cost_table(path: Path) -> str:
