@@ -49,23 +49,7 @@ class CartPoleVectorEnvNoAutoreset(CartPoleVectorEnv):
             return self._step_one(action)
         x, x_dot, theta, theta_dot = self.state
         force = np.sign(action - 0.5) * self.force_mag
-        costheta = np.cos(theta)
-        sintheta = np.sin(theta)
-        temp = (force + self.polemass_length * np.square(theta_dot) * sintheta) / self.total_mass
-        thetaacc = (self.gravity * sintheta - costheta * temp) / (
-            self.length * (4.0 / 3.0 - self.masspole * np.square(costheta) / self.total_mass)
-        )
-        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
-        if self.kinematics_integrator == "euler":
-            x = x + self.tau * x_dot
-            x_dot = x_dot + self.tau * xacc
-            theta = theta + self.tau * theta_dot
-            theta_dot = theta_dot + self.tau * thetaacc
-        else:  # semi-implicit euler
-            x_dot = x_dot + self.tau * xacc
-            x = x + self.tau * x_dot
-            theta_dot = theta_dot + self.tau * thetaacc
-            theta = theta + self.tau * theta_dot
+        x, x_dot, theta, theta_dot = self._advance(x, x_dot, theta, theta_dot, force, np.cos(theta), np.sin(theta))
         self.state = np.stack((x, x_dot, theta, theta_dot))
         # |x| > t is x < -t or x > t (upstream's four comparisons), for every float but NaN, which
         # is neither in both forms
@@ -78,6 +62,25 @@ class CartPoleVectorEnvNoAutoreset(CartPoleVectorEnv):
             reward = np.ones_like(terminated, dtype=np.float32)
         return self.state.T.astype(np.float32), reward, terminated, truncated, {}
 
+    def _advance(self, x, x_dot, theta, theta_dot, force, costheta, sintheta):
+        """Upstream's dynamics and integrator step, the same operations in the same order, on arrays (every env) or
+        floats (one env); ``v * v`` is ``np.square(v)``'s value."""
+        temp = (force + self.polemass_length * (theta_dot * theta_dot) * sintheta) / self.total_mass
+        thetaacc = (self.gravity * sintheta - costheta * temp) / (
+            self.length * (4.0 / 3.0 - self.masspole * (costheta * costheta) / self.total_mass)
+        )
+        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
+        if self.kinematics_integrator == "euler":
+            return (
+                x + self.tau * x_dot,
+                x_dot + self.tau * xacc,
+                theta + self.tau * theta_dot,
+                theta_dot + self.tau * thetaacc,
+            )
+        x_dot = x_dot + self.tau * xacc  # semi-implicit euler
+        theta_dot = theta_dot + self.tau * thetaacc
+        return x + self.tau * x_dot, x_dot, theta + self.tau * theta_dot, theta_dot
+
     def _step_one(self, action):
         """:meth:`step` for one env (the RL Zoo's DQN CartPole) in Python floats: the same arithmetic in the same
         order on float64 scalars, ``math``'s cosine and sine for numpy's (equal on 10^6 draws here, and tested against
@@ -85,22 +88,7 @@ class CartPoleVectorEnvNoAutoreset(CartPoleVectorEnv):
         step on this project's 2-core machine (2026-12-05, a scratch loop of 20,000 steps with resets)."""
         x, x_dot, theta, theta_dot = self.state[:, 0].tolist()
         force = self.force_mag if action[0] > 0.5 else -self.force_mag
-        costheta, sintheta = math.cos(theta), math.sin(theta)
-        temp = (force + self.polemass_length * (theta_dot * theta_dot) * sintheta) / self.total_mass
-        thetaacc = (self.gravity * sintheta - costheta * temp) / (
-            self.length * (4.0 / 3.0 - self.masspole * (costheta * costheta) / self.total_mass)
-        )
-        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
-        if self.kinematics_integrator == "euler":
-            x = x + self.tau * x_dot
-            x_dot = x_dot + self.tau * xacc
-            theta = theta + self.tau * theta_dot
-            theta_dot = theta_dot + self.tau * thetaacc
-        else:  # semi-implicit euler
-            x_dot = x_dot + self.tau * xacc
-            x = x + self.tau * x_dot
-            theta_dot = theta_dot + self.tau * thetaacc
-            theta = theta + self.tau * theta_dot
+        x, x_dot, theta, theta_dot = self._advance(x, x_dot, theta, theta_dot, force, math.cos(theta), math.sin(theta))
         self.state = np.array([[x], [x_dot], [theta], [theta_dot]])
         terminated = np.array([abs(x) > self.x_threshold or abs(theta) > self.theta_threshold_radians])
         self.steps += 1
