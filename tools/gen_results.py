@@ -242,7 +242,8 @@ def sbx_arm_line(path: Path) -> str:
                 f"{algo.upper()} {train[0]:.2f}x [{train[1]:.2f}-{train[2]:.2f}] "
                 f"(whole process {process[0]:.2f}x [{process[1]:.2f}-{process[2]:.2f}]; {day})"
             )
-    return f"SBX's computation (`sbx` arm) against SBX, training clock: {'; '.join(cells)} (`{path.relative_to(ROOT)}`)."
+    source = path.relative_to(ROOT)
+    return f"SBX's computation (`sbx` arm) against SBX, training clock: {'; '.join(cells)} (`{source}`)."
 
 
 def update_cost_table(path: Path) -> str:
