@@ -90,6 +90,26 @@ class Guard:
         loss, grad_norm, stats = gradients(*args)
         return self.apply(optimizer, loss, grad_norm, update), stats
 
+    def updates(self, gradients, args: tuple, start: int, stop: int, *, update: int) -> list[dict | None] | None:
+        """Updates ``start .. stop - 1`` in one program (:meth:`rlpilot.control.compiled.Gradients.steps`), which
+        applies or refuses each with :meth:`allow`'s test; each applied update's statistics (``loss``, ``grad_norm``
+        and the loss's scalar ones, as floats), None for a refused one, recorded here in order as :meth:`update`
+        records it (``update``: the first one's number). None where the program does not apply: the caller then
+        makes the updates one by one through :meth:`update`."""
+        out = gradients.steps(args, start, stop)
+        if out is None:
+            return None
+        values, names = out
+        rows: list[dict | None] = []
+        for offset, value in enumerate(values):
+            row = dict(zip(names, value))
+            if row.pop("applied"):
+                rows.append(row)
+            else:
+                self.refuse(row["loss"], row["grad_norm"], update + offset)
+                rows.append(None)
+        return rows
+
     def apply(
         self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, grad_norm: torch.Tensor, update: int
     ) -> torch.Tensor | None:

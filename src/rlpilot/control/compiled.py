@@ -451,23 +451,23 @@ class CompiledStep(CompiledGradients):
             self.state_owner = self.optimizer.state
         return self.state_list
 
-    def _table(self, rows: int) -> torch.Tensor:
+    def _table(self, rows: int | None = None) -> torch.Tensor:
         """On a CPU, each group's ``(lr / (1 - beta1^t), sqrt(1 - beta2^t))`` for its next ``rows`` applied steps
-        (``t`` = the step counter + 1, + 2, ...), computed on the host: ``[rows, groups, 2]``."""
-        table = []
-        for row in range(1, rows + 1):
-            cells = []
-            for index, first in zip(self.groups, self.first_index):
-                group = self.optimizer.param_groups[index]
-                beta1, beta2 = group["betas"]
-                t = float(self.optimizer.state[self.parameters[first]]["step"]) + row
-                cells.append((group["lr"] / (1 - beta1**t), math.sqrt(1 - beta2**t)))
-            table.append(cells)
-        return torch.tensor(table, dtype=torch.float32)
+        (``t`` = the step counter + 1, + 2, ...), computed on the host: ``[rows, groups, 2]``; ``rows=None``: this
+        step's row alone, ``[groups, 2]``."""
+        groups = []  # each group's settings and step counter, read once
+        for index, first in zip(self.groups, self.first_index):
+            group = self.optimizer.param_groups[index]
+            groups.append((group["lr"], *group["betas"], float(self.optimizer.state[self.parameters[first]]["step"])))
+        table = [
+            [(lr / (1 - beta1 ** (t + row)), math.sqrt(1 - beta2 ** (t + row))) for lr, beta1, beta2, t in groups]
+            for row in range(1, (rows or 1) + 1)
+        ]
+        return torch.tensor(table if rows else table[0], dtype=torch.float32)
 
     def _rates(self) -> torch.Tensor:
         """What the program takes for Adam's step size: :meth:`_table`'s one row on a CPU, :meth:`_lr` on CUDA."""
-        return self._lr() if self.on_device else self._table(1)[0]
+        return self._lr() if self.on_device else self._table()
 
     def _lr(self) -> torch.Tensor:
         """Each group's learning rate (float64, on the parameters' device), one tensor the program reads: written

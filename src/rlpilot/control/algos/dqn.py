@@ -127,20 +127,14 @@ class DQN:
             # makes the updates up to the next copy, as the loop below would (CompiledStep.steps)
             while done < updates and not stopping.requested():
                 stop = min(updates, done + cfg.target_update_interval - self.updates % cfg.target_update_interval)
-                out = self.gradients.steps((stacked,), done, stop)
-                if out is None:
+                made = self.guard.updates(self.gradients, (stacked,), done, stop, update=self.updates + 1)
+                if made is None:
                     break
-                values, names = out
-                column = {name: index for index, name in enumerate(names)}
-                for value in values:
-                    steps += 1
-                    self.updates += 1
-                    if not value[column["applied"]]:
-                        self.guard.refuse(value[column["loss"]], value[column["grad_norm"]], self.updates)
-                        skipped += 1
-                        continue
-                    read.append([value[column[key]] for key in ("loss", "q_mean", "td_error_mean", "grad_norm")])
-                if values[-1][column["applied"]]:
+                steps += len(made)
+                self.updates += len(made)
+                skipped += made.count(None)
+                read += [[row[key] for key in ("loss", "q_mean", "td_error_mean", "grad_norm")] for row in made if row]
+                if made[-1] is not None:
                     self._update_target()
                 done = stop
         samples = self._samples(updates) if stacked is None else self._split(stacked, done)
