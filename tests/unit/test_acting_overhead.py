@@ -29,6 +29,7 @@ def test_acting_forward_is_the_mlps_forward_and_follows_loaded_weights(activatio
     other = mlp(5, 3, ModelConfig(hidden_sizes=[16, 8], activation=activation))
     net.load_state_dict(other.state_dict())
     assert torch.equal(forward(x), other(x))
+    assert not forward(x).requires_grad  # on a CPU: no autograd, whatever the grad mode
 
 
 def test_acting_forward_leaves_other_networks_to_their_own_forward():
@@ -87,23 +88,35 @@ def test_nested_tensordict_is_what_the_constructor_builds():
     assert (built == expected).all()
 
 
-def test_dqn_acts_as_before_with_and_without_exploring_everywhere():
-    """The epsilon-greedy draws come first; at epsilon 1 the Q-network is skipped. Same draws, same actions as the
-    greedy-first order: the network draws nothing."""
+def test_dqn_acts_epsilon_greedy_from_one_draw_per_env_on_both_paths():
+    """One uniform draw per env: it explores where ``u < epsilon``, taking ``floor(u * n / epsilon)``; else the greedy
+    action. One observation on a CPU takes the host path, more take the batched one: the same draws, the same actions.
+    At epsilon 1 the Q-network is not run."""
     config = load_config("dqn-cartpole", overrides=["env.num_envs=3"])
     env = make_env(config.env, seed=0)
     agent = build(config, env, torch.device("cpu"))
-    observation = torch.randn(3, 4)
-    for frames, epsilon in ((0, 1.0), (10**6, 0.5)):
+    assert getattr(agent.q_forward, "grad_free", False)
+    observations = torch.randn(64, 4)
+    with torch.no_grad():
+        greedy = agent.q_net(observations).argmax(-1)
+    explored_actions = set()
+    for frames, epsilon in ((0, 1.0), (10**6, 0.5), (10**6, 0.1)):
         agent.frames, agent.epsilon = frames, epsilon
-        torch.manual_seed(1)
-        action, _ = agent.act(observation)
-        torch.manual_seed(1)
-        with torch.no_grad():
-            greedy = agent.q_net(observation).argmax(-1)
         eps = 1.0 if frames < config.dqn.learning_starts else epsilon
-        explore = torch.rand(greedy.shape) < eps
-        expected = torch.where(explore, torch.randint(0, 2, greedy.shape), greedy)
-        assert torch.equal(action, expected)
-    assert torch.equal(agent.greedy_action(observation), agent.greedy_module(observation))
+        torch.manual_seed(1)
+        u = torch.rand(64).double()
+        expected = torch.where(u < eps, (u * (2 / eps)).long(), greedy)
+        torch.manual_seed(1)
+        batched, _ = agent.act(observations)
+        torch.manual_seed(1)
+        one_by_one = torch.cat([agent.act(observations[i : i + 1])[0] for i in range(64)])
+        assert torch.equal(batched, expected) and torch.equal(one_by_one, expected)
+        assert not one_by_one.requires_grad
+        explored_actions.update((u[u < eps] * (2 / eps)).long().tolist())
+    assert explored_actions == {0, 1}
+    assert torch.equal(agent.greedy_action(observations[:5]), agent.greedy_module(observations[:5]))
+    agent.q_forward = lambda x: (_ for _ in ()).throw(AssertionError("the Q-network ran at epsilon 1"))
+    agent.frames = 0
+    agent.act(observations)
+    agent.act(observations[:1])
     env.close()

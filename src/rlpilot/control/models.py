@@ -23,21 +23,39 @@ def acting_forward(net: nn.Module, cuda_graph: bool = False) -> Callable[[torch.
     """``net``'s forward for collecting (no autograd, a few observations a call). An :func:`mlp` (an ``nn.Sequential``
     of ``Linear`` layers and :data:`ACTING_OPS` activations) runs as the same operations called directly, without
     each layer's module call: 35 -> 17 us for a 256-256 Q-network on one observation on this project's 2-core
-    machine (2026-12-04), paid every env step at the RL Zoo's one env. The layers are read at each call, so
-    parameters loaded or replaced later are used. Hooks on the layers are not run (nothing in rlpilot sets any).
-    Any other network: its own forward. Keep the result on the learner (not on a module: a deep copy of the module
-    would share it). ``cuda_graph`` (``train.cuda_graphs``), for a network on CUDA: the forward replayed as one CUDA
-    graph per observation shape (:class:`rlpilot.control.compiled.CudaGraph`; captured again when a parameter is
-    replaced)."""
+    machine (2026-12-04), paid every env step at the RL Zoo's one env. On a CPU it reads detached views of the
+    layers' parameters, taken once: what it returns never needs autograd (so a caller needs no grad-mode context, whose
+    entry and exit cost ~15 us a frame at one env), and the views share the parameters' memory, so weights loaded
+    into them in place (``load_state_dict``, the compiled updates' writes) are used; a parameter replaced by a new
+    tensor is not (nothing in rlpilot does that; build the forward again). Hooks on the layers are not run (nothing in
+    rlpilot sets any). Any other network: its own forward. Keep the result on the learner (not on a module: a deep
+    copy of the module would share it). ``cuda_graph`` (``train.cuda_graphs``), for a network on CUDA: the forward
+    replayed as one CUDA graph per observation shape (:class:`rlpilot.control.compiled.CudaGraph`; captured again
+    when a parameter is replaced), the layers read at each call."""
     if not isinstance(net, nn.Sequential) or not all(isinstance(m, (nn.Linear, *ACTING_OPS)) for m in net):
-        forward = net
-    else:
-        plan = [(m, None) if isinstance(m, nn.Linear) else (None, ACTING_OPS[type(m)]) for m in net]
+        return net
+    first = next(net.parameters(), None)
+    if first is not None and first.device.type == "cpu":
+        views = [
+            (m.weight.detach(), m.bias.detach() if m.bias is not None else None, None)
+            if isinstance(m, nn.Linear)
+            else (None, None, ACTING_OPS[type(m)])
+            for m in net
+        ]
 
-        def forward(x: torch.Tensor) -> torch.Tensor:
-            for linear, op in plan:
-                x = nn.functional.linear(x, linear.weight, linear.bias) if op is None else op(x)
+        def detached(x: torch.Tensor) -> torch.Tensor:
+            for weight, bias, op in views:
+                x = nn.functional.linear(x, weight, bias) if op is None else op(x)
             return x
+
+        detached.grad_free = True  # type: ignore[attr-defined]
+        return detached
+    plan = [(m, None) if isinstance(m, nn.Linear) else (None, ACTING_OPS[type(m)]) for m in net]
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        for linear, op in plan:
+            x = nn.functional.linear(x, linear.weight, linear.bias) if op is None else op(x)
+        return x
 
     return graphed(forward, net, cuda_graph, "acting forward")
 
