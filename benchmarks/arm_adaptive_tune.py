@@ -47,7 +47,7 @@ RATIO_CONDITIONS = {**CONDITIONS, "random": ROBUST}
 ORACLE_OF = {"random": "robust"}  # the randomised arm's oracle is the PD tuned on it (robot_arm_track.ORACLE_OF)
 BAR = 1.2
 """At most this times the oracle's RMSE (issue 37), and below the robust PD's."""
-EFFORT_ALLOWED, EFFORT_WEIGHT = 1.15, 2.0
+EFFORT_ALLOWED, EFFORT_WEIGHT = 1.2, 0.25
 """Motor effort up to this times the oracle's is free; each unit beyond costs this much of the objective."""
 RATIO_SPACE = {  # the ratio objective's: kd follows the delay and starts apart
     "kp": (5.0, 30.0, True),

@@ -26,17 +26,21 @@ residuals' lag-one products, was tried: with it the tuned schedule scored -0.344
 -0.303, a weak motor's raised kp oscillating unchecked; it also cost 2 of 20 noise-free evaluation episodes
 their kp, 1.8 and 2.1 mm against 1.2 and 1.1 with it.)
 
-**How it retunes** (the schedule's constants are tuned once on the randomised arm by
-``benchmarks/arm_adaptive_tune.py``; the defaults are that result)::
+**How it retunes** (the schedule's constants are tuned once by ``benchmarks/arm_adaptive_tune.py`` on tuning
+episodes; the defaults are that result)::
 
     kp = kp_free ** (1 - delay) * kp_delay ** delay / gain ** kp_gain_power   # geometric blend, per the delay
     kp = min(kp, noise_limit / noise, kp_max)                                  # action noise kp * noise bounded
-    kd = kd_free / gain ** kd_gain_power
+    kd = kd_free ** (1 - delay) * kd_delay ** delay / gain ** kd_gain_power
 
-Until the regression has ``min_samples`` samples (the first few steps) kp is ``kp_start``, for an arm not known
-yet. The prior is the delayed arm, ``a1 = B_NOMINAL``: with little data the estimates lean to the gains that are
-safe under a delay and move to the fast ones as the data shows there is none; ``prior``
-is how many well-excited samples that prior is worth.
+kp and kd each have their own dependence on the delay and on the motor's strength: a weak motor wants more
+damping (kd raised as the strength falls) but not a proportionally higher kp (its commands saturate sooner), and
+a delayed arm both a lower kp and a lower kd. Until the regression has ``min_samples`` samples (the first few
+steps) kp is ``kp_start`` and kd ``kd_start``, for an arm not known yet. The prior is the delayed arm, ``a1 =
+B_NOMINAL``: with little data the estimates lean to the gains that are safe under a delay and move to the fast
+ones as the data shows there is none; ``prior`` is how many well-excited samples that prior is worth. The first
+search's schedule (2026-12-03: kd following the strength only, no starting kd of its own) is
+:data:`ADAPTIVE_GAINS_2026_12_03` (``kd_delay`` and ``kd_start`` equal to ``kd``).
 
 Stateful (the controller protocol's ``step``; the state is the regression and the recent commands and
 measurements, :data:`STATE_SIZE` numbers, zeros at an episode's start) and torch operations only: it exports with
