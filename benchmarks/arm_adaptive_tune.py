@@ -190,7 +190,10 @@ def main() -> int:
         reference = references(json.loads(gains_path.read_text()), episodes)
 
     def constants_of(params: dict) -> dict:
-        return params if ratio else {**params, "kd_delay": params["kd"], "kd_start": params["kd"]}
+        # the strong motor's kp power was not searched: the searches' schedule divides kp by one power of the
+        # strength either way
+        tied = {"kp_strong_power": params["kp_gain_power"], **params}
+        return tied if ratio else {**tied, "kd_delay": params["kd"], "kd_start": params["kd"]}
 
     def objective(trial) -> float:
         constants = constants_of({name: suggest(trial, name, space) for name, space in space.items()})

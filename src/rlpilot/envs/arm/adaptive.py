@@ -29,13 +29,15 @@ their kp, 1.8 and 2.1 mm against 1.2 and 1.1 with it.)
 **How it retunes** (the schedule's constants are tuned once by ``benchmarks/arm_adaptive_tune.py`` on tuning
 episodes; the defaults are that result)::
 
-    kp = kp_free ** (1 - delay) * kp_delay ** delay / gain ** kp_gain_power   # geometric blend, per the delay
+    kp = kp_free ** (1 - delay) * kp_delay ** delay / gain ** power           # geometric blend, per the delay
+    # power: kp_gain_power for a motor weaker than nominal (gain < 1), kp_strong_power for a stronger one
     kp = min(kp, noise_limit / noise, kp_max)                                  # action noise kp * noise bounded
     kd = kd_free ** (1 - delay) * kd_delay ** delay / gain ** kd_gain_power
 
 kp and kd each have their own dependence on the delay and on the motor's strength: a weak motor wants more
-damping (kd raised as the strength falls) but not a proportionally higher kp (its commands saturate sooner), and
-a delayed arm both a lower kp and a lower kd. Until the regression has ``min_samples`` samples (the first few
+damping (kd raised as the strength falls) but not a proportionally higher kp (its commands saturate sooner), a
+strong motor a lower kp (the loop's gain kp x strength held under the discrete loop's ceiling), and a delayed arm
+both a lower kp and a lower kd. Until the regression has ``min_samples`` samples (the first few
 steps) kp is ``kp_start`` and kd ``kd_start``, for an arm not known yet. The prior is the delayed arm, ``a1 =
 B_NOMINAL``: with little data the estimates lean to the gains that are safe under a delay and move to the fast
 ones as the data shows there is none; ``prior`` is how many well-excited samples that prior is worth. The first
@@ -87,6 +89,7 @@ ADAPTIVE_GAINS_2026_12_03 = {
     "kd_delay": 0.18,
     "noise_limit": 0.027,
     "kp_gain_power": 1.17,
+    "kp_strong_power": 1.17,
     "kd_gain_power": 0.83,
     "kp_max": 49.2,
     "kp_start": 3.0,
@@ -99,8 +102,11 @@ ADAPTIVE_GAINS_2026_12_03 = {
 # (``--objective ratio``: the worst RMSE ratio to the per-condition oracle PD on tuning episodes 0-31, with an
 # effort penalty; 40 trials), benchmarks/results/arm_adaptive_tune-2026-12-05.json. Its best was its hand-set
 # start: the first search's estimator and delayed kp, kd raised on a free arm (0.3) and following the motor's
-# strength alone (power 1: the effective damping kept), kp not following it (power 0), kd 0.2 under a delay
-# and before the arm is known. See docs/robot-arm.md.
+# strength alone (power 1: the effective damping kept), kp not following a weak motor (power 0), kd 0.2 under a
+# delay. Then two changes by hand, checked on tuning episodes 0-31 only: a strong motor's kp divided by its
+# strength (kp_strong_power 1, the first schedule's rule there), and kd 0.13 before the arm is known (0.2 made a
+# motor 1.8 times nominal oscillate from its first steps: 3.0 mm against 0.35 on gain 1.8, with the named
+# conditions within 0.03x of the search's ratios). See docs/robot-arm.md.
 ADAPTIVE_GAINS = {
     "kp": 15.0,
     "kd": 0.3,
@@ -108,10 +114,11 @@ ADAPTIVE_GAINS = {
     "kd_delay": 0.2,
     "noise_limit": 0.027,
     "kp_gain_power": 0.0,
+    "kp_strong_power": 1.0,
     "kd_gain_power": 1.0,
     "kp_max": 49.2,
     "kp_start": 3.0,
-    "kd_start": 0.2,
+    "kd_start": 0.13,
     "prior": 8.9e-5,
     "gate": 0.032,
     "min_samples": 6,
@@ -150,6 +157,7 @@ class TrackAdaptivePD(TrackPD):
         kd_delay: float = ADAPTIVE_GAINS["kd_delay"],
         noise_limit: float = ADAPTIVE_GAINS["noise_limit"],
         kp_gain_power: float = ADAPTIVE_GAINS["kp_gain_power"],
+        kp_strong_power: float = ADAPTIVE_GAINS["kp_strong_power"],
         kd_gain_power: float = ADAPTIVE_GAINS["kd_gain_power"],
         kp_max: float = ADAPTIVE_GAINS["kp_max"],
         kp_start: float = ADAPTIVE_GAINS["kp_start"],
@@ -177,7 +185,10 @@ class TrackAdaptivePD(TrackPD):
         self.noise_limit = float(noise_limit)
         """kp times the estimated angle noise (rad) is held at or below this (action units)."""
         self.kp_gain_power = float(kp_gain_power)
-        """kp is divided by the estimated actuator strength to this power."""
+        """kp is divided by the estimated actuator strength to this power where the motor is weaker than nominal."""
+        self.kp_strong_power = float(kp_strong_power)
+        """... and to this power where it is stronger (the loop's gain, kp x strength, held: a discrete loop has a
+        ceiling it must stay under)."""
         self.kd_gain_power = float(kd_gain_power)
         """kd is divided by the estimated actuator strength to this power."""
         self.kp_max = float(kp_max)
@@ -261,7 +272,10 @@ class TrackAdaptivePD(TrackPD):
         """``(kp, kd)`` per env ([batch, 1] each) from the estimates in ``state`` (the module docstring's rule)."""
         gain, delay, noise = self.estimates(state)
         known = state[:, ADMITTED] >= self.min_samples
-        kp = _blend(self.kp, self.kp_delay, delay) / gain.pow(self.kp_gain_power)
+        power = torch.where(
+            gain > 1.0, torch.full_like(gain, self.kp_strong_power), torch.full_like(gain, self.kp_gain_power)
+        )
+        kp = _blend(self.kp, self.kp_delay, delay) / gain.pow(power)
         kp = torch.where(known, kp, torch.full_like(kp, self.kp_start))
         kp = torch.minimum(kp, self.noise_limit / noise.clamp(min=1e-6)).clamp(max=self.kp_max)
         kd = _blend(self.kd, self.kd_delay, delay) / gain.pow(self.kd_gain_power)
