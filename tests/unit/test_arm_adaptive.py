@@ -80,7 +80,8 @@ def test_before_the_arm_has_moved_it_runs_its_starting_gain_and_leans_to_a_delay
 
 def test_kp_and_kd_each_follow_the_identified_delay_and_strength_as_the_retuned_pds_do():
     """The oracle's shape (benchmarks/arm_gains.py's per-condition PDs): a weak motor gets more damping, not a
-    proportionally higher kp (its commands saturate); a delayed arm a lower kp and a lower kd."""
+    proportionally higher kp (its commands saturate); a delayed arm a lower kp and a lower kd; a strong motor both
+    gains divided by its strength."""
     controller, nominal, _ = identify()
     _, weak, _ = identify(gain=0.6)
     _, delayed, _ = identify(action_delay=1)
@@ -90,6 +91,10 @@ def test_kp_and_kd_each_follow_the_identified_delay_and_strength_as_the_retuned_
     assert kd_weak * 0.6 == pytest.approx(kd, rel=0.25)  # the effective damping kept for a 60% motor
     assert kp_weak < 1.2 * kp  # kp not scaled up by 1 / 0.6
     assert kp_delayed < 0.3 * kp and kd_delayed < 0.8 * kd
+    _, strong, _ = identify(gain=1.6)
+    kp_strong, kd_strong = (g.item() for g in controller.adapted_gains(strong))
+    assert kp_strong * 1.6 == pytest.approx(kp, rel=0.25)  # a strong motor: the loop's gain kp x strength held
+    assert kd_strong * 1.6 == pytest.approx(kd, rel=0.25)
 
 
 def test_the_first_schedule_is_its_constants_kd_neither_following_the_delay_nor_starting_apart():
