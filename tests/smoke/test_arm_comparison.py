@@ -48,6 +48,7 @@ def test_the_arm_comparison_runs_end_to_end(tmp_path):
             "PID robust (gains for randomised dynamics)",
             "PD oracle (gains for this condition)",
             "PID oracle (gains for this condition)",
+            "PD adaptive (online identification, adaptive-pd)",
             "residual SAC on PD",
             "again",
         ]
