@@ -141,6 +141,36 @@ def test_ppo_compiled_update_equals_eager(preset):
     torch.testing.assert_close(total, out["loss_objective"] + out["loss_critic"] + out["loss_entropy"])
 
 
+@pytest.mark.parametrize("algo_name", ["mappo", "ippo"])
+def test_mappo_and_ippo_compiled_updates_equal_eager(algo_name):
+    """MAPPO/IPPO train through PPO's program over group minibatches (``[M, n_agents, ...]``: every agent of an env
+    step); with ``train.compile=on`` the program equals the eager gradients, the centralised critic included."""
+    from rlpilot.multiagent.envs import make_vector
+    from rlpilot.multiagent.mappo import MAPPO
+    from rlpilot.multiagent.trainable import AgentCollector
+
+    torch.manual_seed(0)
+    overrides = [
+        "train.compile=on",
+        "model.hidden_sizes=[32, 32]",
+        "env.num_envs=4",
+        "ppo.steps_per_env=25",
+        "ppo.minibatch_size=50",
+    ]
+    config = load_config(algo=algo_name, env_id="mpe2.simple_spread_v3", overrides=overrides)
+    env = make_vector(config.env, 4, seed=0)
+    agents = MAPPO(config, env, torch.device("cpu"))
+    batch = AgentCollector(env, agents.act, steps=25).collect()
+    with torch.no_grad():
+        gae(batch, agents.critic_net, config.ppo.gamma, config.ppo.gae_lambda, time_dim=agents.time_dim)
+    flat = batch.reshape(-1)
+    first, second = ({key: flat.get(key)[part] for key in MINIBATCH_KEYS} for part in (slice(0, 50), slice(50, 100)))
+    assert first["observation"].shape[1] == env.n_agents
+    assert_equal_to_eager(
+        agents.gradients, (first, *agents.log_ratio_range(0.2)), (second, *agents.log_ratio_range(0.1))
+    )
+
+
 def library_step_then_program_step(algo, gradients, args, seed):
     """From the same parameters and optimiser state: the eager gradients and the library's fused Adam step, then the
     compiled program's step (gradients, guard test and Adam in one call). Returns both results."""
