@@ -1,0 +1,41 @@
+"""docs/robot-arm.md's answer table (tools/gen_results.py ``robot_arm_answer``): issue 37's bar per condition and per
+deployable row, the tracking ratio to the oracle and the effort clause, from a comparison's result file."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("gen_results", ROOT / "tools" / "gen_results.py")
+gen_results = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen_results)
+
+
+def cell(rmse: float, effort: float = 0.01) -> dict:
+    return {"RMSE (mm)": rmse, "effort": effort}
+
+
+def test_the_bar_is_asked_of_each_deployable_row_with_its_effort(tmp_path):
+    oracle, robust = gen_results.ORACLE_ROW, gen_results.ROBUST_ROW
+    adaptive, on_adaptive = gen_results.ANSWER_ADAPTIVE, gen_results.ANSWER_RL_ADAPTIVE
+    data = {
+        "episodes": 100,
+        "stamp": ["# commit: 0123456789abcdef", "# date: 2026-12-05", "# load at start: 0 0 0", "# command: x"],
+        "conditions": {
+            # within 1.2x the oracle and below the robust PD: yes; effort 1.1x the oracle's
+            "nominal": {oracle: cell(1.0), robust: cell(4.0), adaptive: cell(1.25), on_adaptive: cell(1.2, 0.011)},
+            # within 1.2x but not below the robust PD (the robust PD is the oracle here): no
+            "delay": {oracle: cell(2.0), robust: cell(2.0), adaptive: cell(1.5), on_adaptive: cell(2.1, 0.03)},
+        },
+    }
+    path = tmp_path / "robot_arm_track-2026-12-05b.json"
+    path.write_text(json.dumps(data))
+    table = {line.split(" | ")[0].lstrip("| "): line for line in gen_results.robot_arm_answer(path).splitlines()}
+    assert table["RL student on adaptive-pd (PPO refining its gains)"].endswith("| 1.20x | 1.05x |")
+    assert table["RL on adaptive-pd replaces the tuning (<= 1.2x oracle, < robust)?"].endswith("| **yes** | no |")
+    assert table["RL on adaptive-pd's motor effort / oracle's"].endswith("| 1.10x | 3.00x |")
+    assert table["adaptive-pd meets the bar (<= 1.2x oracle, < robust)?"].endswith("| no | **yes** |")
+    # the PD student was not measured in this file: no row, no verdict
+    assert not any(key.startswith("RL student replaces") for key in table)
