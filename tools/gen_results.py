@@ -879,6 +879,58 @@ def robot_arm_beyond(path: Path) -> str:
     return text + "\n".join(ratio_to_oracle_lines(data, ROBUST_ROW))
 
 
+def arm_ratio_spread_table(path: Path) -> str:
+    """benchmarks/arm_ratio_spread.py: adaptive-pd's ratio to the oracle on many episodes, with a paired interval,
+    its spread over blocks of 100 episodes and the typical episode's ratio."""
+    data = json.loads(path.read_text())
+    conditions = data["conditions"]
+    names = list(conditions)
+    block = data["block"]
+
+    def row(label: str, cell) -> str:
+        return f"| {label} | " + " | ".join(cell(conditions[n]) for n in names) + " |"
+
+    def ratio(c: dict, who: str) -> str:
+        r = c[who]
+        return f"{r['ratio']:.2f}x [{r['ratio_ci'][0]:.2f}-{r['ratio_ci'][1]:.2f}]"
+
+    def meets(c: dict) -> str:
+        r = c["adaptive-pd"]
+        if r["ratio_ci"][1] <= c["bar"]:
+            return "**yes**"
+        return "no" if r["ratio_ci"][0] > c["bar"] else "undecided"
+
+    lines = [
+        f"| {data['episodes']:,} episodes per condition | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+        row("oracle PD's RMSE (mm)", lambda c: f"{c['rmse_mm']['oracle']:.3g}"),
+        row("adaptive-pd's RMSE (mm)", lambda c: f"{c['rmse_mm']['adaptive-pd']:.3g}"),
+        row("adaptive-pd / oracle, 95% interval", lambda c: ratio(c, "adaptive-pd")),
+        row(
+            f"the same on each block of {block} (first: the comparison's)",
+            lambda c: (
+                f"{min(c['adaptive-pd']['blocks']):.2f}-{max(c['adaptive-pd']['blocks']):.2f} "
+                f"({c['adaptive-pd']['blocks'][0]:.2f})"
+            ),
+        ),
+        row("median of the per-episode ratios", lambda c: f"{c['adaptive-pd']['median_episode_ratio']:.2f}x"),
+        row("robust PD / oracle", lambda c: ratio(c, "robust")),
+        row("bar there", lambda c: f"{c['bar']:.2f}x"),
+        row("adaptive-pd within the bar (interval)?", meets),
+        row("adaptive-pd's effort / oracle's", lambda c: f"{c['adaptive_effort_ratio']:.2f}x"),
+        row(
+            "worst episode, oracle / adaptive-pd (mm)",
+            lambda c: f"{c['oracle_max_mm']:.3g} / {c['adaptive_max_mm']:.3g}",
+        ),
+        "",
+        f"Ratios of mean tracking RMSE over {data['episodes']:,} episodes (seeds {data['seed']}-"
+        f"{data['seed'] + data['episodes'] - 1}; the comparison's 100 are the first block), the interval a paired "
+        f"bootstrap over episodes; the oracle is the PD retuned per condition (the robust PD on the randomised arm). "
+        + source_line(path, data["stamp"]),
+    ]
+    return "\n".join(lines)
+
+
 def arm_schedule_tuning(path: Path) -> str:
     """The tries behind ppo-reacher-track-gains: training seed 0 (one try also 1), on tuning episodes."""
     return robot_arm_track_summary(
@@ -1093,6 +1145,7 @@ SOURCES = {
     "robot_arm_beyond": ("robot_arm_beyond-*.json", robot_arm_beyond),
     "robot_arm_answer": ("robot_arm_track-*.json", robot_arm_answer),
     "arm_adaptive_tune": ("arm_adaptive_tune-*.json", arm_adaptive_tune_table),
+    "arm_ratio_spread": ("arm_ratio_spread-*.json", arm_ratio_spread_table),
     "arm_schedule_tuning": ("arm_schedule_tuning-*.json", arm_schedule_tuning),
     "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),
     "startup": ("startup-*.json", startup_table),

@@ -39,3 +39,30 @@ def test_the_bar_is_asked_of_each_deployable_row_with_its_effort(tmp_path):
     assert table["adaptive-pd meets the bar (<= 1.2x oracle, < robust)?"].endswith("| no | **yes** |")
     # the PD student was not measured in this file: no row, no verdict
     assert not any(key.startswith("RL student replaces") for key in table)
+
+
+def test_the_ratio_spread_is_paired_per_block_and_typical():
+    """benchmarks/arm_ratio_spread.py: the ratio of means, a paired interval around it, one ratio per block of
+    100 episodes, and the median per-episode ratio, which a few bad oracle episodes do not move."""
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("arm_ratio_spread", ROOT / "benchmarks" / "arm_ratio_spread.py")
+        spread = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(spread)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    rng = np.random.default_rng(0)
+    oracle = rng.uniform(0.2, 0.6, 300)
+    oracle[250:253] = 20.0  # three episodes where the fixed PD rings, all in the third block
+    adaptive = oracle * 1.3
+    adaptive[250:253] = 2.0  # the adaptive controller does not ring
+    out = spread.compare(adaptive, oracle)
+    assert np.isclose(out["ratio"], adaptive.mean() / oracle.mean())
+    assert out["ratio_ci"][0] < out["ratio"] < out["ratio_ci"][1]
+    assert len(out["blocks"]) == 3
+    assert np.isclose(out["blocks"][0], 1.3) and np.isclose(out["blocks"][1], 1.3) and out["blocks"][2] < 0.7
+    assert np.isclose(out["median_episode_ratio"], 1.3)
