@@ -46,6 +46,11 @@ def tiny_run(path: Path, preset: str, overrides: list[str], formats: tuple[str, 
     return run.path
 
 
+# one worker takes this file's tests, so its module fixture (a run, exported: ~10-15 s) is built once, not once per
+# worker
+pytestmark = pytest.mark.xdist_group("arm_history_export")
+
+
 @pytest.fixture(scope="module")
 def history_run(tmp_path_factory) -> Path:
     """SAC on the arm under randomised dynamics (noise, delay) with a 4-step history, exported as onnx and pt2

@@ -26,6 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 from fixed_rate import report  # noqa: E402
 
+# one worker takes this file's tests, so its module fixture (a run, exported: ~10-15 s) is built once, not once per
+# worker
+pytestmark = pytest.mark.xdist_group("control_latency")
+
 
 @pytest.fixture(scope="module")
 def arm_run(tmp_path_factory) -> Path:
