@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arm_gains import CONDITIONS, ROBUST, play  # noqa: E402
+from arm_gains import CONDITIONS, ROBUST, gains_file, play  # noqa: E402
 from stamp import ROOT, footer, header  # noqa: E402
 
 from rlpilot.envs.arm.adaptive import ADAPTIVE_GAINS_2026_12_03, TrackAdaptivePD  # noqa: E402
@@ -184,9 +184,7 @@ def main() -> int:
     started = time.perf_counter()
     space = RATIO_SPACE if ratio else SEARCH_SPACE
     if ratio:
-        gains_path = (
-            Path(args.gains) if args.gains else sorted((ROOT / "benchmarks" / "results").glob("arm_gains-*.json"))[-1]
-        )
+        gains_path = gains_file(args.gains)
         reference = references(json.loads(gains_path.read_text()), episodes)
 
     def constants_of(params: dict) -> dict:

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arm_gains import CONDITIONS, ROBUST, TUNING_SEEDS, play  # noqa: E402
+from arm_gains import CONDITIONS, ROBUST, TUNING_SEEDS, gains_file, play  # noqa: E402
 from stamp import ROOT, footer, header  # noqa: E402
 
 from rlpilot.envs.arm.controllers import TrackPD, TrackPID  # noqa: E402
@@ -141,9 +141,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    gains_path = (
-        Path(args.gains) if args.gains else sorted((ROOT / "benchmarks" / "results").glob("arm_gains-*.json"))[-1]
-    )
+    gains_path = gains_file(args.gains)
     grid = json.loads(gains_path.read_text())["gains"]
     stamp = header()
     result = {

@@ -52,6 +52,11 @@ KI = (0.0, 1.0, 5.0, 20.0)
 TUNING_SEEDS = 32  # seeds 0..31
 
 
+def gains_file(given: str | None = None) -> Path:
+    """An arm_gains result: the one given (``--gains``), or the newest in benchmarks/results."""
+    return Path(given) if given else sorted((ROOT / "benchmarks" / "results").glob("arm_gains-*.json"))[-1]
+
+
 def play(controller, kwargs: dict, *, episodes: int, seed: int) -> EvalResult:
     """``episodes`` episodes of ``controller`` under ``kwargs`` through rlpilot's evaluation loop (episode i:
     seed + i), at most 50 side by side; per episode: return and the tracking measures."""

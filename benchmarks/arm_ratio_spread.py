@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from arm_adaptive_tune import BAR, ORACLE_OF, RATIO_CONDITIONS  # noqa: E402
-from arm_gains import play  # noqa: E402
+from arm_gains import gains_file, play  # noqa: E402
 from stamp import ROOT, header, write_result  # noqa: E402
 
 from rlpilot.envs.arm.adaptive import TrackAdaptivePD  # noqa: E402
@@ -65,7 +65,7 @@ def main() -> int:
         parser.error(f"--episodes must be a positive multiple of {BLOCK}, got {args.episodes}")
     torch.set_num_threads(1)
     stamp = header()
-    gains_path = Path(args.gains) if args.gains else sorted((ROOT / "benchmarks/results").glob("arm_gains-*.json"))[-1]
+    gains_path = gains_file(args.gains)
     gains = json.loads(gains_path.read_text())["gains"]
     started = time.perf_counter()
     conditions, body = {}, []

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arm_gains import CONDITIONS, ENV_ID, ROBUST, play  # noqa: E402
+from arm_gains import CONDITIONS, ENV_ID, ROBUST, gains_file, play  # noqa: E402
 from stamp import ROOT, footer, header  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -299,9 +299,7 @@ def main() -> int:
     parser.add_argument("--figure-out", default=str(ROOT / "docs" / "img" / "arm-track-paths.png"))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    gains_path = (
-        Path(args.gains) if args.gains else sorted((ROOT / "benchmarks" / "results").glob("arm_gains-*.json"))[-1]
-    )
+    gains_path = gains_file(args.gains)
     gains = json.loads(gains_path.read_text())
     if args.figure:
         path_figure(args.figure, args.figure_condition, Path(args.figure_out), args.seed, gains)
