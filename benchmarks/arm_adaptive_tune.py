@@ -34,11 +34,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arm_gains import CONDITIONS, ROBUST, gains_file, play  # noqa: E402
+from arm_gains import CONDITIONS, ROBUST, gains_file, play, tuned  # noqa: E402
 from stamp import ROOT, footer, header  # noqa: E402
 
 from rlpilot.envs.arm.adaptive import ADAPTIVE_GAINS_2026_12_03, TrackAdaptivePD  # noqa: E402
-from rlpilot.envs.arm.controllers import TrackPD  # noqa: E402
 
 TRAINING_ARM = {"randomize": "all", "randomize_prob": 0.5}
 """The RL students' training distribution (ppo-reacher-track-adaptive, -teacher): tuned where they learn."""
@@ -130,8 +129,7 @@ def references(gains: dict, episodes: int) -> dict[str, dict[str, float]]:
     for name, kwargs in RATIO_CONDITIONS.items():
         measured = {}
         for which in (ORACLE_OF.get(name, name), "robust"):
-            pd = gains["gains"][which]["pd"]
-            result = play(TrackPD(kp=pd["kp"], kd=pd["kd"]), kwargs, episodes=episodes, seed=0)
+            result = play(tuned(gains["gains"][which])[0], kwargs, episodes=episodes, seed=0)
             measured[which] = (
                 float(result.final["track_rmse"].mean() * 1e3),
                 float(result.final["motor_effort"].mean()),

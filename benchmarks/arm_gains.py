@@ -57,6 +57,12 @@ def gains_file(given: str | None = None) -> Path:
     return Path(given) if given else sorted((ROOT / "benchmarks" / "results").glob("arm_gains-*.json"))[-1]
 
 
+def tuned(entry: dict) -> tuple[TrackPD, TrackPID]:
+    """The PD and the PID with one arm_gains entry's gains (``{"pd": {...}, "pid": {...}}``)."""
+    pd, pid = entry["pd"], entry["pid"]
+    return TrackPD(kp=pd["kp"], kd=pd["kd"]), TrackPID(kp=pid["kp"], kd=pid["kd"], ki=pid["ki"])
+
+
 def play(controller, kwargs: dict, *, episodes: int, seed: int) -> EvalResult:
     """``episodes`` episodes of ``controller`` under ``kwargs`` through rlpilot's evaluation loop (episode i:
     seed + i), at most 50 side by side; per episode: return and the tracking measures."""

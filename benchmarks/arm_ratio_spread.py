@@ -24,30 +24,28 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from arm_adaptive_tune import BAR, ORACLE_OF, RATIO_CONDITIONS  # noqa: E402
-from arm_gains import gains_file, play  # noqa: E402
+from arm_gains import gains_file, play, tuned  # noqa: E402
 from stamp import ROOT, header, write_result  # noqa: E402
 
 from rlpilot.envs.arm.adaptive import TrackAdaptivePD  # noqa: E402
-from rlpilot.envs.arm.controllers import TrackPD  # noqa: E402
+from rlpilot.sweep import bootstrap  # noqa: E402
 
 SEED = 12345  # robot_arm_track.py's evaluation episodes: its 100 are the first block here
 BLOCK = 100
-BOOTSTRAP = 2000
 
 
-def paired_interval(x: np.ndarray, y: np.ndarray, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of mean(x) / mean(y), the episodes resampled in pairs."""
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(x), size=(BOOTSTRAP, len(x)))
-    stats = x[idx].mean(axis=1) / y[idx].mean(axis=1)
-    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+def ratio_of_means(pairs: np.ndarray) -> float:
+    """mean(x) / mean(oracle) over rows of (x, oracle) pairs."""
+    return float(pairs[:, 0].mean() / pairs[:, 1].mean())
 
 
 def compare(x: np.ndarray, oracle: np.ndarray) -> dict:
+    """x's ratio of means to the oracle's with a paired 95% bootstrap interval over episodes, per block of
+    ``BLOCK`` episodes, and the median per-episode ratio."""
     blocks = [x[i : i + BLOCK].mean() / oracle[i : i + BLOCK].mean() for i in range(0, len(x) - BLOCK + 1, BLOCK)]
     return {
         "ratio": float(x.mean() / oracle.mean()),
-        "ratio_ci": paired_interval(x, oracle),
+        "ratio_ci": bootstrap(np.stack([x, oracle], axis=1), ratio_of_means),  # the episodes resampled in pairs
         "blocks": [float(b) for b in blocks],
         "median_episode_ratio": float(np.median(x / oracle)),
     }
@@ -72,8 +70,8 @@ def main() -> int:
     for name, kwargs in RATIO_CONDITIONS.items():
         rmse, effort = {}, {}
         controllers = {
-            "oracle": TrackPD(**{k: gains[ORACLE_OF.get(name, name)]["pd"][k] for k in ("kp", "kd")}),
-            "robust": TrackPD(**{k: gains["robust"]["pd"][k] for k in ("kp", "kd")}),
+            "oracle": tuned(gains[ORACLE_OF.get(name, name)])[0],
+            "robust": tuned(gains["robust"])[0],
             "adaptive-pd": TrackAdaptivePD(),
         }
         for which, controller in controllers.items():

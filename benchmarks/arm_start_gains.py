@@ -27,11 +27,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from arm_adaptive_tune import ratio_score, references  # noqa: E402
-from arm_gains import gains_file  # noqa: E402
+from arm_gains import gains_file, tuned  # noqa: E402
 from stamp import ROOT, header, write_result  # noqa: E402
 
-from rlpilot.envs.arm.adaptive import STATE_SIZE, TrackAdaptivePD  # noqa: E402
-from rlpilot.envs.arm.controllers import TrackPD  # noqa: E402
+from rlpilot.envs.arm.adaptive import TrackAdaptivePD  # noqa: E402
 from rlpilot.envs.arm.env import EPISODE_STEPS, ReacherTrackEnv  # noqa: E402
 
 GRID = [(3.0, 0.13), (5.0, 0.13), (5.0, 0.2), (7.0, 0.13), (7.0, 0.2), (10.0, 0.13), (10.0, 0.2)]
@@ -42,19 +41,15 @@ WHERE_STEPS = (5, 10, 20, 40, 80)
 
 
 def squared_errors(controller, kwargs: dict, seed: int) -> np.ndarray:
-    """One episode's squared tracking error per step (m^2), the controller's state carried if it has one."""
+    """One episode's squared tracking error per step (m^2); a stateful controller starts it from zeros."""
     env = ReacherTrackEnv(**kwargs)
     try:
+        controller.reset()
         observation, _ = env.reset(seed=seed)
-        state = torch.zeros(1, STATE_SIZE)
         errors = []
         for _ in range(EPISODE_STEPS):
-            obs = torch.as_tensor(observation[None], dtype=torch.float32)
             with torch.no_grad():
-                if isinstance(controller, TrackAdaptivePD):
-                    action, state = controller.step(obs, state)
-                else:
-                    action = controller(obs)
+                action = controller(torch.as_tensor(observation[None], dtype=torch.float32))
             observation, _, terminated, truncated, info = env.step(action[0].numpy())
             errors.append(info["tracking_error"] ** 2)
             if terminated or truncated:
@@ -69,10 +64,10 @@ def where_lost(gains: dict, episodes: int) -> dict[str, dict[int, float]]:
     the oracle PD reached after each of ``WHERE_STEPS``, averaged over ``episodes`` episodes (seeds 100..)."""
     out = {}
     for name, kwargs in (("nominal", {}), ("gain", {"gain": 0.6})):
-        oracle = TrackPD(kp=gains["gains"][name]["pd"]["kp"], kd=gains["gains"][name]["pd"]["kd"])
+        oracle, adaptive = tuned(gains["gains"][name])[0], TrackAdaptivePD()
         gap = np.mean(
             [
-                np.cumsum(squared_errors(TrackAdaptivePD(), kwargs, 100 + i))
+                np.cumsum(squared_errors(adaptive, kwargs, 100 + i))
                 - np.cumsum(squared_errors(oracle, kwargs, 100 + i))
                 for i in range(episodes)
             ],

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from arm_gains import CONDITIONS, ENV_ID, ROBUST, gains_file, play  # noqa: E402
+from arm_gains import CONDITIONS, ENV_ID, ROBUST, gains_file, play, tuned  # noqa: E402
 from stamp import ROOT, footer, header  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -113,12 +113,6 @@ BEYOND = {  # levels and combinations that are not the named conditions: within 
 """``--conditions`` may name these too (written to their own file, robot_arm_beyond-DATE.json): no oracle was tuned
 for them, so their rows are compared with the robust PD (issue 37: the adaptive controller no worse than it)."""
 ADAPTIVE_ROW = "PD adaptive (online identification, adaptive-pd)"
-
-
-def tuned(entry: dict) -> tuple[TrackPD, TrackPID]:
-    """The PD and the PID with one arm_gains entry's gains (``{"pd": {...}, "pid": {...}}``)."""
-    pd, pid = entry["pd"], entry["pid"]
-    return TrackPD(kp=pd["kp"], kd=pd["kd"]), TrackPID(kp=pid["kp"], kd=pid["kd"], ki=pid["ki"])
 
 
 def autotuned(autotune: dict, condition: str) -> dict[str, TrackPD]:

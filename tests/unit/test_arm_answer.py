@@ -7,6 +7,10 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
+
+from benchmark_loader import BENCHMARKS, load_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("gen_results", ROOT / "tools" / "gen_results.py")
 gen_results = importlib.util.module_from_spec(spec)
@@ -44,17 +48,7 @@ def test_the_bar_is_asked_of_each_deployable_row_with_its_effort(tmp_path):
 def test_the_ratio_spread_is_paired_per_block_and_typical():
     """benchmarks/arm_ratio_spread.py: the ratio of means, a paired interval around it, one ratio per block of
     100 episodes, and the median per-episode ratio, which a few bad oracle episodes do not move."""
-    import sys
-
-    import numpy as np
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("arm_ratio_spread", ROOT / "benchmarks" / "arm_ratio_spread.py")
-        spread = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(spread)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    spread = load_benchmark(BENCHMARKS / "arm_ratio_spread.py")
     rng = np.random.default_rng(0)
     oracle = rng.uniform(0.2, 0.6, 300)
     oracle[250:253] = 20.0  # three episodes where the fixed PD rings, all in the third block
