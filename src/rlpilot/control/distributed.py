@@ -59,13 +59,14 @@ class CollectionActor:
     def pid(self) -> int:
         return os.getpid()
 
-    def collect(self, acting_state: dict, version: int) -> dict:
-        """One ``[envs, steps]`` batch with the learner's weights of ``version`` (loaded when new)."""
+    def collect(self, acting_state: dict, version: int, steps: int | None = None) -> dict:
+        """One ``[envs, steps]`` batch with the learner's weights of ``version`` (loaded when new); ``steps``
+        per env, default the run's."""
         if version != self.version:
             self.algo.load_acting_state(acting_state)
             self.version = version
         start, cpu = time.perf_counter(), time.process_time()
-        batch = self.collector.collect()
+        batch = self.collector.collect(steps)
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
         returns, lengths = self.collector.episodes.drain()
         events, self.collector.events = self.collector.events, []
@@ -184,9 +185,9 @@ class RayCollection:
             }
         )
 
-    def _submit(self, index: int):
+    def _submit(self, index: int, steps: int | None = None):
         self.sent_bytes += self.weight_bytes
-        ref = self.actors[index].collect.remote(self.weights, self.version)
+        ref = self.actors[index].collect.remote(self.weights, self.version, steps)
         self.pending[ref] = index
         return ref
 
@@ -198,9 +199,13 @@ class RayCollection:
         self.weight_bytes = tensor_bytes(cpu_state)
         self.version += 1
 
-    def collect(self) -> TensorDict:
+    def collect(self, steps: int | None = None) -> TensorDict:
+        """``BatchCollector.collect``'s contract: a batch of ``steps`` env steps per env (default: the run's). The
+        synchronous schedule asks every actor for ``steps``; the asynchronous one keeps a batch of the run's size
+        in flight on every actor, so its batches are always the run's size (an off-policy warm-up is collected in
+        run-sized batches there)."""
         start = time.perf_counter()
-        results = self._collect_synchronously() if self.synchronous else self._collect_asynchronously()
+        results = self._collect_synchronously(steps) if self.synchronous else self._collect_asynchronously()
         now = time.perf_counter()
         batches = [result["batch"] for result in results]
         batch = torch.cat(batches, 0) if len(batches) > 1 else batches[0]
@@ -227,10 +232,10 @@ class RayCollection:
         """``collect/...`` metrics of the last batch (docs/metrics.md)."""
         return self.last_metrics
 
-    def _collect_synchronously(self) -> list[dict]:
+    def _collect_synchronously(self, steps: int | None) -> list[dict]:
         """Every actor, the same weights; back in actor order (the env order of one process)."""
         for index in range(self.workers):
-            self._submit(index)
+            self._submit(index, steps)
         results: dict[int, dict] = {}
         while self.pending:
             done, _ = self.ray.wait(list(self.pending), num_returns=1)
@@ -238,7 +243,7 @@ class RayCollection:
                 index = self.pending.pop(ref)
                 result = self._result(ref, index)
                 if result is None:
-                    self._submit(index)  # its replacement collects the batch again
+                    self._submit(index, steps)  # its replacement collects the batch again
                 else:
                     results[index] = result
         return [results[index] for index in range(self.workers)]
