@@ -27,3 +27,24 @@ def trusted_code():
     allow_code(True)
     yield
     allow_code(False)
+
+
+@pytest.fixture
+def loopback_ray():
+    """A Ray cluster on loopback for in-process runs (``--ray local`` joins it), started once per test process and
+    kept between the tests that ask for it: each start costs seconds. A test that shuts Ray down (to join another
+    cluster) leaves the next one to start it again. Mark such tests ``xdist_group("ray")``: one test process
+    runs them all, so one cluster serves them."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")  # every listener on loopback
+    return ray
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()

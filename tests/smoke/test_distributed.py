@@ -19,7 +19,10 @@ import torch
 
 from cli_runner import start_cli
 from rlpilot.cli import main
+from rlpilot.cluster import owned_processes
 from rlpilot.runs import load_run
+
+pytestmark = pytest.mark.xdist_group("ray")  # one test process runs every Ray test: one loopback cluster (conftest)
 
 SLOW = ["--set", "env.id=rlpilot/SlowCartPole-v0", "--set", "env.kwargs={step_ms: 5}"]
 QUIET = ["--set", "train.loggers=[]", "--set", "train.eval_episodes=2", "-q"]
@@ -82,12 +85,11 @@ def test_the_slow_env_costs_time_not_cpu():
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, needle):
-    start = time.monotonic()
     code = main(["train", "ppo", "CartPole-v1", "--runs", str(tmp_path), *args])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and needle in lines[0], err
-    assert time.monotonic() - start < 10 and not any(tmp_path.iterdir())  # refused before a run exists
+    assert not any(tmp_path.iterdir())  # refused before a run exists
 
 
 def test_ray_is_refused_for_a_run_that_does_not_collect_on_an_env(tmp_path, capsys):
@@ -95,20 +97,6 @@ def test_ray_is_refused_for_a_run_that_does_not_collect_on_an_env(tmp_path, caps
     assert "collects in-process" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def loopback_ray():
-    """One loopback cluster for the module's in-process runs (``--ray local`` joins it)."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    try:
-        assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
-        yield ray
-    finally:
-        ray.shutdown()
-
-
-@pytest.mark.slow  # Ray and two actors start: ~15 s idle, ~30 s loaded (as the Ray sweep test, make test-all)
-@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two test workers)
 def test_ppo_collects_synchronously_on_two_actors(tmp_path, loopback_ray):
     path = tmp_path / "ppo"
     args = ["train", "ppo", "CartPole-v1", "--frames", "512", "--run-dir", str(path), "--ray", "local"]
@@ -124,8 +112,6 @@ def test_ppo_collects_synchronously_on_two_actors(tmp_path, loopback_ray):
     assert load_run(path).status == "finished"
 
 
-@pytest.mark.slow  # ~30 s loaded (make test-all)
-@pytest.mark.xdist_group("ray")
 def test_sac_collects_asynchronously_and_keeps_its_update_to_data_ratio(tmp_path, loopback_ray):
     path = tmp_path / "sac"
     settings = ["collect.workers=2", "env.num_envs=2", "sac.updates_per_frame=0.5", "sac.learning_starts=0"]
@@ -139,8 +125,6 @@ def test_sac_collects_asynchronously_and_keeps_its_update_to_data_ratio(tmp_path
     assert max(lags) >= 1.0  # actors collected while the learner learned
 
 
-@pytest.mark.slow  # a replacement actor starts while the run goes on: ~15 s idle, ~50 s on a loaded 2-core machine
-@pytest.mark.xdist_group("ray")
 def test_an_actor_killed_mid_run_is_replaced_and_the_run_finishes(tmp_path, loopback_ray):
     path = tmp_path / "killed"
     victims: list[int] = []
@@ -168,8 +152,6 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-@pytest.mark.slow  # three Ray nodes start, one is removed mid-run: ~40 s idle (make test-all)
-@pytest.mark.xdist_group("ray")
 def test_a_node_lost_mid_run_has_its_actors_replaced_on_the_others(tmp_path):
     """A loopback cluster of a head (no CPUs: the learner only) and two worker nodes; the learner joins it by
     address, as on a real cluster. Mid-run, a node holding an actor is removed (its raylet and every worker
@@ -219,7 +201,6 @@ def test_a_node_lost_mid_run_has_its_actors_replaced_on_the_others(tmp_path):
         cluster.shutdown()
 
 
-@pytest.mark.slow
 def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_curve(tmp_path):
     """The learner's own local cluster (``--ray local`` in a fresh process): SIGTERM checkpoints and stops
     the actors; a resumed run killed with SIGKILL resumes again, its frames strictly increasing."""
@@ -237,13 +218,14 @@ def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_c
     meta = json.loads((path / "meta.json").read_text())
     assert meta["status"] == "interrupted" and "SIGTERM" in meta["reason"]
     _wait_for(lambda: not set(actors) & set(_actor_pids()), timeout=60)  # the actors are gone
+    _wait_for(lambda: not owned_processes(process.pid), timeout=60)  # and every process of its cluster
 
     process = start_cli("train", "--resume", path, "--ray", "local")
     stopped_at = load_run(path).frames
     _wait_for(lambda: any(float(row["frames"]) > stopped_at + 256 for row in _rows(path)), timeout=240)
     process.kill()  # SIGKILL of the learner: no checkpoint, no status written
     process.communicate(timeout=60)
-    _wait_for(lambda: not _actor_pids(), timeout=120)  # the cluster went with its driver
+    _wait_for(lambda: not owned_processes(process.pid), timeout=120)  # the cluster went with its driver
 
     args = ["train", "--resume", str(path), "--frames", str(int(stopped_at) + 1024), "--ray", "local", "-q"]
     assert main(args) == 0

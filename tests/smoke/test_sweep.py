@@ -85,19 +85,11 @@ def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     assert len(statuses) == 4 and set(statuses) <= {"finished", "solved"}
 
 
-@pytest.mark.slow  # a local Ray cluster, ~30 s (make test-all; kept out of make test's 10 minutes)
-@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two test workers)
-def test_sweep_on_a_local_ray_cluster_stays_on_loopback(tmp_path):
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    try:
-        address = ray.get_runtime_context().gcs_address
-        assert address.startswith("127.0.0.1:"), address  # every listener of this cluster is on loopback
-        result = run_sweep(
-            "ppo-cartpole", seeds=2, grid=["ppo.epochs=2,4"], out=tmp_path, workers=2, overrides=TINY, ray="local"
-        )  # reuses the cluster started above
-    finally:
-        ray.shutdown()
+@pytest.mark.xdist_group("ray")  # the test process of every Ray test: one loopback cluster (conftest)
+def test_sweep_on_a_local_ray_cluster_stays_on_loopback(tmp_path, loopback_ray):
+    result = run_sweep(
+        "ppo-cartpole", seeds=2, grid=["ppo.epochs=2,4"], out=tmp_path, workers=2, overrides=TINY, ray="local"
+    )  # runs on the loopback cluster (conftest's loopback_ray: every listener on 127.0.0.1)
     rows = result["rows"]
     assert [r["point"] for r in rows] == ["ppo.epochs=2", "ppo.epochs=4"] and all(r["runs"] == 2 for r in rows)
     for row, epochs in zip(rows, (2, 4)):

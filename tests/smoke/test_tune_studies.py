@@ -207,25 +207,18 @@ def test_mlflow_logger_of_a_run_and_trials_of_a_study(tmp_path, monkeypatch):
         assert logged.data.metrics["objective_frames"] == trial.value
 
 
-@pytest.mark.slow  # a local Ray cluster, ~37 s (make test-all; kept out of make test's 10 minutes)
-@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two test workers)
-def test_workers_as_ray_tasks_on_a_local_cluster(tmp_path):
+@pytest.mark.xdist_group("ray")  # the test process of every Ray test: one loopback cluster (conftest)
+def test_workers_as_ray_tasks_on_a_local_cluster(tmp_path, loopback_ray):
     """`--ray local`: two Ray tasks share the study through its SQLite storage (listeners on loopback)."""
-    ray = pytest.importorskip("ray")
     from rlpilot.tune import TuneSpec, parse_space, tune
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    try:
-        assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
-        spec = TuneSpec(
-            preset="ppo-cartpole",
-            space=parse_space("ppo-cartpole", ["ppo.lr=1e-4:3e-3:log"], None),
-            overrides=[value for value in QUICK if value != "--set"],
-            seeds_per_trial=1,
-        )
-        result = tune(spec, trials=3, out=tmp_path / "study", workers=2, ray="local", check_seeds=0)
-    finally:
-        ray.shutdown()
+    spec = TuneSpec(
+        preset="ppo-cartpole",
+        space=parse_space("ppo-cartpole", ["ppo.lr=1e-4:3e-3:log"], None),
+        overrides=[value for value in QUICK if value != "--set"],
+        seeds_per_trial=1,
+    )
+    result = tune(spec, trials=3, out=tmp_path / "study", workers=2, ray="local", check_seeds=0)
     trials = trials_of(tmp_path / "study")
     done = complete(trials)
     assert 3 <= len(done) <= 4 and len({t.user_attrs["run_key"] for t in done}) == len(done)

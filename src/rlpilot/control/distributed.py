@@ -25,7 +25,9 @@ An actor that dies (its process killed, its node gone) is replaced by a fresh on
 from __future__ import annotations
 
 import os
+import threading
 import time
+from pathlib import Path
 
 import torch
 from tensordict import TensorDict
@@ -39,14 +41,46 @@ REPLACEMENT_SEED_STRIDE = 1_000_003
 """A replacement actor's env seeds: the dead one's plus this times the replacements so far (fresh episodes)."""
 
 
+DRIVER_WATCH_S = 0.25
+"""How often an actor on the learner's machine checks that the learner process still runs."""
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (``/proc/PID/stat``, field 22): with the pid, it names one process (pids are reused)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _exit_with_the_learner(pid: int) -> None:
+    """Ends this actor's process as soon as the learner process ``pid`` (on the same machine) is gone, whatever
+    ended it: Ray notices a dead driver's actors only after its own timeouts (~20 s seen after a SIGKILL)."""
+    started = _start_time(pid)
+
+    def watch():
+        while _start_time(pid) == started:
+            time.sleep(DRIVER_WATCH_S)
+        os._exit(1)
+
+    if started is not None:
+        threading.Thread(target=watch, name="rlpilot-learner-watch", daemon=True).start()
+
+
 class CollectionActor:
     """One Ray actor: its envs, an acting-only algorithm and a ``BatchCollector`` (runs in a Ray worker)."""
 
-    def __init__(self, config: Config, *, seed: int, obs_norm: dict | None):
+    def __init__(self, config: Config, *, seed: int, obs_norm: dict | None, learner: tuple[str, int]):
+        """``learner``: the learner's Ray node id and process id; on the same node the actor exits with it."""
+        import ray
+
         from rlpilot.control.algos import build
         from rlpilot.control.collect import BatchCollector
         from rlpilot.envs.make import make_env
 
+        node, pid = learner
+        if ray.get_runtime_context().get_node_id() == node:
+            _exit_with_the_learner(pid)
         torch.set_num_threads(1)
         torch.manual_seed(seed)
         device = torch.device("cpu")
@@ -133,6 +167,7 @@ class RayCollection:
                 "add nodes (ray start --address ...) or lower collect.workers"
             )
         self.remote_class = ray.remote(num_cpus=1, max_restarts=0)(CollectionActor)
+        self.learner = (ray.get_runtime_context().get_node_id(), os.getpid())
         self.replacements = 0
         self.actors = [self._start(index) for index in range(self.workers)]
         self.pids = self._ready()
@@ -149,7 +184,7 @@ class RayCollection:
     # -- actors --------------------------------------------------------------------------------
     def _start(self, index: int):
         seed = self.seed + index * self.envs_per_actor + REPLACEMENT_SEED_STRIDE * self.replacements
-        return self.remote_class.remote(self.config, seed=seed, obs_norm=self.obs_norm)
+        return self.remote_class.remote(self.config, seed=seed, obs_norm=self.obs_norm, learner=self.learner)
 
     def _ready(self) -> list[int]:
         """Waits for every actor to be built; an actor that cannot build its env is one line."""
