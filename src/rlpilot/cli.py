@@ -262,6 +262,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             ray=args.ray,
             presets=presets,
             seed_start=args.seed_start,
+            overrides=args.overrides,
         )
     )
     return 0
@@ -695,6 +696,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/bench-presets", help="folder of the sweeps (rerun to resume)")
     p.add_argument("--results", default="docs/results.md", help="markdown file to update ('' to skip)")
     p.add_argument("--presets", help="comma-separated presets (default: control presets of at most 500k frames)")
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override for every run"
+    )
     p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster, or 'local'")
     p.add_argument(
         "--seed-start", type=int, default=100, help="seeds SEED_START.. (default 100: no preset was tuned on them)"

@@ -365,10 +365,12 @@ def run_bench(
     ray: str | None = None,
     presets: list[str] | None = None,
     seed_start: int = BENCH_SEED_START,
+    overrides: list[str] | None = None,
 ) -> str:
     """Presets (default: :func:`bench_presets`) with ``seeds`` seeds from ``seed_start`` (a sweep each), one
     table; written between markers in ``results``. Each run goes on for ``BENCH_EVALS_AFTER_SOLVED``
-    evaluations after its first solve, so the table says whether the greedy policy holds."""
+    evaluations after its first solve, so the table says whether the greedy policy holds. ``overrides``: ``--set``
+    items for every run (a smaller budget, say); the budget column shows each preset's as run."""
     out = Path(out)
     lines = [
         "| preset | env | budget (frames) | solved | final eval mean [95% CI] | final eval IQM [95% CI] | "
@@ -377,7 +379,7 @@ def run_bench(
     ]
     load_start, revisions = os.getloadavg(), set()
     for preset in presets or bench_presets():
-        config = load_config(preset)
+        config = load_config(preset, overrides=list(overrides or []))
         sweep = run_sweep(
             preset,
             seeds=seeds,
@@ -386,7 +388,7 @@ def run_bench(
             workers=workers,
             ray=ray,
             seed_start=seed_start,
-            overrides=[f"train.evals_after_solved={BENCH_EVALS_AFTER_SOLVED}"],
+            overrides=[f"train.evals_after_solved={BENCH_EVALS_AFTER_SOLVED}", *(overrides or [])],
         )
         row = sweep["rows"][0]
         stays = "-" if row["stays_solved"] is None else f"{row['stays_solved']:.2f}"

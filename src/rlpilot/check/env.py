@@ -608,8 +608,10 @@ def _action_findings(env_cfg: EnvConfig, base, seed: int) -> list[Finding]:
     outcomes = []
     for action in candidates:
         obs, _ = vector_env.reset(seed=seed)
-        for _ in range(3):
-            obs, *_ = vector_env.step(action.astype(vector_env.action_space.dtype))
+        for _ in range(3):  # until the episode ends (the vector env does not reset by itself: it refuses a step)
+            obs, _, terminated, truncated, _ = vector_env.step(action.astype(vector_env.action_space.dtype))
+            if np.any(terminated) or np.any(truncated):
+                break
         outcomes.append(_flat(obs, 1))
     vector_env.close()
     if all(np.array_equal(outcomes[0], o) for o in outcomes[1:]):
