@@ -16,10 +16,11 @@ from torchrl.envs import TransformedEnv
 
 from rlpilot.config.schema import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
-from rlpilot.envs.make import make_env, single_observation_space
+from rlpilot.envs.make import make_env, single_spaces
 from rlpilot.errors import UserError
 from rlpilot.files import own_file
-from rlpilot.play.load import check_signature_fits, load_artifact, load_policy
+from rlpilot.play.load import load_artifact, load_policy
+from rlpilot.play.signature import check_signature_fits
 from rlpilot.registry import resolve_env
 from rlpilot.runs import atomic_write, load_run
 
@@ -57,7 +58,10 @@ class PlayablePolicy:
 
 
 def playable(
-    path: str | Path, checkpoint: str = "last", controller: str | None = None, controller_kwargs: dict | None = None
+    path: str | Path,
+    checkpoint: str = "last",
+    controller: str | None = None,
+    controller_kwargs: dict | None = None,
 ) -> PlayablePolicy:
     """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``).
 
@@ -70,7 +74,7 @@ def playable(
         raise UserError(
             f"'{path}' is an env id, not a run: add --controller random (or pid) to evaluate a baseline on it"
         )
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # an artifact (a pipe or a device there: one line saying so)
         run_artifact, signature = load_artifact(path)
         env = signature["env"]
         env_config = EnvConfig(
@@ -83,7 +87,7 @@ def playable(
             resolve_env(env_config.id)  # an env that does not exist (here): one line naming it
         except UserError as exc:
             raise UserError(f"{path.name}.json names an env that cannot be built here: {exc}") from None
-        check_signature_fits(signature, f"{path.name}.json", single_observation_space(env_config))
+        check_signature_fits(signature, f"{path.name}.json", *single_spaces(env_config))
 
         def act(observation: torch.Tensor) -> torch.Tensor:
             return torch.as_tensor(run_artifact(observation.numpy()))

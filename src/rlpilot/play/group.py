@@ -113,7 +113,7 @@ def is_group_target(target: str) -> bool:
         return load_run(path).config().kind == "multiagent"
     signature = path.with_name(path.name + ".json")
     if path.is_file() and signature.is_file():
-        from rlpilot.play.load import read_signature
+        from rlpilot.play.signature import read_signature
 
         return "agents" in read_signature(signature)
     return registry.is_multiagent_env(target)

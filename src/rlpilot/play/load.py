@@ -3,7 +3,7 @@ pickled code), or an exported artifact (``rlpilot export``) as a numpy function.
 
 from __future__ import annotations
 
-import json
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +15,9 @@ from torchrl.envs import TransformedEnv
 from rlpilot.control.algos import Algorithm, build
 from rlpilot.envs.make import make_env
 from rlpilot.errors import UserError
-from rlpilot.play.safe_artifact import load_pt2
+from rlpilot.files import read_regular
+from rlpilot.play.safe_artifact import MAX_ARCHIVE_BYTES, load_pt2
+from rlpilot.play.signature import AGAIN, declared, read_signature
 from rlpilot.play.trust import code_allowed, require_trust
 from rlpilot.runs import Run, check_compatible, load_run
 
@@ -106,20 +108,24 @@ def load_artifact(path: str | Path, *, trusted: bool | None = None) -> tuple[Cal
     """The artifact as a numpy function, and its signature. onnx runs on onnxruntime (no torch needed); a
     ``.pt2`` is checked as data before torch reads it, and never unpickles (:mod:`rlpilot.play.safe_artifact`);
     TorchScript, a program, loads only when ``trusted`` (default: the command line's ``--trust-code``).
-    An artifact with state (its signature's ``state``) comes as a :class:`StatefulArtifact`.
+    An artifact with state (its signature's ``state``) comes as a :class:`StatefulArtifact`. The signature is
+    checked as data (:mod:`rlpilot.play.signature`) and the file is a regular one of at most
+    :data:`~rlpilot.play.safe_artifact.MAX_ARCHIVE_BYTES`.
     A damaged signature or artifact is a :class:`UserError` naming the file."""
     path = Path(path)
     signature_path = path.with_name(path.name + ".json")
-    if not path.is_file() or not signature_path.is_file():
+    if not path.exists() or not signature_path.exists():  # a pipe or a device there: read_regular says so
         raise UserError(f"{path} is not an exported policy (needs the file and {signature_path.name} beside it)")
     signature = read_signature(signature_path)
-    fmt = signature["format"]
-    state_size = int((signature.get("state") or {}).get("size", 0))
+    fmt, state_size = signature["format"], declared(signature).state_size
+    if fmt == "torchscript" and not (code_allowed() if trusted is None else trusted):
+        require_trust(path, trusted=False, verb="loading")
+    data = read_regular(path, MAX_ARCHIVE_BYTES, advice=AGAIN)
     try:
         if fmt == "onnx":
             import onnxruntime
 
-            session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
 
             def run(*arrays: np.ndarray):
                 feed = dict(zip(("observation", "state"), (np.asarray(a, np.float32) for a in arrays)))
@@ -127,12 +133,7 @@ def load_artifact(path: str | Path, *, trusted: bool | None = None) -> tuple[Cal
                 return tuple(outputs) if state_size else outputs[0]
 
         else:
-            if fmt == "pt2":
-                module = load_pt2(path)
-            else:
-                if not (code_allowed() if trusted is None else trusted):
-                    require_trust(path, trusted=False, verb="loading")
-                module = torch.jit.load(str(path))
+            module = load_pt2(path, data) if fmt == "pt2" else torch.jit.load(io.BytesIO(data))
 
             def run(*arrays: np.ndarray):
                 with torch.inference_mode():
@@ -144,48 +145,5 @@ def load_artifact(path: str | Path, *, trusted: bool | None = None) -> tuple[Cal
     except ImportError:
         raise UserError(f"{path}: running an onnx policy needs onnxruntime: pip install 'rlpilot[export]'") from None
     except Exception as exc:  # truncated, overwritten, or another kind of file under the artifact's name
-        raise UserError(
-            f"{path} cannot be loaded as a {fmt} policy ({type(exc).__name__}); export it again (rlpilot export RUN)"
-        ) from None
+        raise UserError(f"{path} cannot be loaded as a {fmt} policy ({type(exc).__name__}); {AGAIN}") from None
     return (StatefulArtifact(run, state_size) if state_size else run), signature
-
-
-SIGNATURE_FORMATS = ("onnx", "pt2", "torchscript")
-
-
-def read_signature(path: Path) -> dict:
-    """The JSON signature ``rlpilot export`` writes beside an artifact, checked for what eval reads."""
-    try:
-        signature = json.loads(path.read_text())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"{path} is not valid JSON (truncated or overwritten: {exc}); export the run again") from None
-    env = signature.get("env") if isinstance(signature, dict) else None
-    if (
-        not isinstance(env, dict)
-        or signature.get("format") not in SIGNATURE_FORMATS
-        or not isinstance(env.get("id"), str)
-        or not isinstance(env.get("kwargs", {}), dict)
-    ):
-        raise UserError(
-            f"{path} is not an rlpilot export signature (needs format and env.id, env.kwargs); export the run again"
-        )
-    return signature
-
-
-def check_signature_fits(signature: dict, signature_name: str, observation_space) -> None:
-    """The artifact's declared input (``[batch, n]``) must be the size of the env's flat observation."""
-    import gymnasium as gym
-
-    try:
-        width = signature["inputs"][0]["shape"][1:]
-    except (KeyError, IndexError, TypeError):
-        return
-    image = isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) > 1
-    if len(width) != 1 or not isinstance(width[0], int) or image:
-        return
-    expected = gym.spaces.flatdim(observation_space)
-    if width[0] != expected:
-        raise UserError(
-            f"{signature_name} says env '{signature['env']['id']}', whose observations have {expected} numbers, "
-            f"but the policy takes {width[0]}: the signature does not belong to this artifact; export the run again"
-        )
