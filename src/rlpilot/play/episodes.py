@@ -19,6 +19,7 @@ from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs.make import make_env, single_spaces
 from rlpilot.errors import UserError
 from rlpilot.files import own_file
+from rlpilot.play.bounded_step import STEP_LIMIT_S
 from rlpilot.play.load import load_artifact, load_policy
 from rlpilot.play.signature import check_signature_fits
 from rlpilot.registry import resolve_env
@@ -62,8 +63,11 @@ def playable(
     checkpoint: str = "last",
     controller: str | None = None,
     controller_kwargs: dict | None = None,
+    *,
+    step_limit_s: float = STEP_LIMIT_S,
 ) -> PlayablePolicy:
-    """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``).
+    """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``; each of its steps
+    bounded by ``step_limit_s``, :func:`rlpilot.play.load.load_artifact`).
 
     With ``controller``: that controller on the env of a run directory, or on a gymnasium id.
     """
@@ -75,7 +79,7 @@ def playable(
             f"'{path}' is an env id, not a run: add --controller random (or pid) to evaluate a baseline on it"
         )
     if path.exists() and not path.is_dir():  # an artifact (a pipe or a device there: one line saying so)
-        run_artifact, signature = load_artifact(path)
+        run_artifact, signature = load_artifact(path, step_limit_s=step_limit_s)
         env = signature["env"]
         env_config = EnvConfig(
             id=env["id"],
@@ -142,14 +146,15 @@ def evaluate_target(
     backend: str | None = None,
     controller: str | None = None,
     controller_kwargs: dict | None = None,
+    step_limit_s: float = STEP_LIMIT_S,
 ) -> tuple[EvalResult, Path | None, Path | None]:
     """Greedy episodes of a run or an artifact (or ``controller`` on a run's env or an env id); per-episode
     rows to CSV (``csv_path``, else the run's or artifact's default; a controller on an env id writes none
     unless asked); optionally one episode on video.
 
     ``backend`` overrides the env's ``env.backend`` (e.g. a policy trained on ``native`` evaluated
-    on gymnasium's own env with ``auto``)."""
-    target = playable(path, checkpoint, controller, controller_kwargs)
+    on gymnasium's own env with ``auto``). ``step_limit_s``: the longest an artifact's step may run."""
+    target = playable(path, checkpoint, controller, controller_kwargs, step_limit_s=step_limit_s)
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
     if backend is not None and backend not in BACKENDS:
