@@ -334,6 +334,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return 0
     if args.episodes <= 0:
         raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
+    if not 0 < args.step_limit <= 86_400:
+        raise UserError(f"--step-limit {args.step_limit}: give seconds within (0, 86400]")
     require_trust(args.target, trusted=args.trust_code, verb="eval")
     allow_code(args.trust_code)
     import_torchrl()  # before rlpilot.play.group, which imports TorchRL
@@ -353,6 +355,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         backend=args.backend,
         controller=args.controller,
         controller_kwargs=_controller_kwargs(args),
+        step_limit_s=args.step_limit,
     )
     _print_episodes(args, "mean", result.returns, list(result.per_episode().items()), {})
     return _print_files(csv_path, video)
@@ -445,6 +448,7 @@ def _eval_group(args: argparse.Namespace) -> int:
         video=args.video,
         checkpoint=args.checkpoint,
         controller_name=args.controller,
+        step_limit_s=args.step_limit,
     )
     columns = [(f"agent {i}", values) for i, values in enumerate(per_agent.T)]
     _print_episodes(args, "mean return (over agents)", per_agent.mean(1), columns, task)
@@ -615,6 +619,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
     p.add_argument(
         "--backend", help="env backend for these episodes (default: the run's env.backend): auto, numpy, sync, native"
+    )
+    p.add_argument(
+        "--step-limit",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="an artifact's step that runs longer is stopped, in one line (default 10: a policy's step takes ms)",
     )
     p.add_argument(
         "--trust-code",

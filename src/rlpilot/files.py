@@ -1,5 +1,5 @@
 """Writing files safely: whole or not at all, never through a symbolic link inside a run, never over a
-device or a pipe, and JSON that is strict (no ``NaN``).
+device or a pipe, and JSON that is strict (no ``NaN``); reading a file someone sent within bounds.
 
 - :func:`atomic_write`: temp file, fsync, rename, so readers see the old file or the new one. A target that
   is a FIFO, a character or block device (``/dev/stdout``, ``/dev/null``, a named pipe) is written as a
@@ -9,6 +9,9 @@ device or a pipe, and JSON that is strict (no ``NaN``).
 - :func:`refuse_links`: a run's files are written only inside the run; a symbolic link at a path rlpilot
   writes (``events.jsonl`` pointing elsewhere, ``checkpoints/`` on another disk) is refused in one line.
 - :func:`dumps`: ``json.dumps`` with ``allow_nan=False``; non-finite floats become ``null``.
+
+- :func:`read_regular`: the bytes of a regular file of at most so many bytes; a pipe, a device or a file
+  too large is one line before anything is read (a FIFO would block the read, ``/dev/zero`` never end it).
 
 Every ``OSError`` while writing becomes a :class:`~rlpilot.errors.RunWriteError`: one line naming the file.
 """
@@ -152,3 +155,39 @@ def _numbers(value: Any) -> Any:
 
 def _plain(value: Any) -> Any:
     return str(value)
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def _amount(size: int) -> str:
+    return f"{size / 2**20:,.0f} MiB" if size >= 2**20 else f"{size:,} bytes"
+
+
+def read_regular(path: Path, limit: int, *, advice: str) -> bytes:
+    """The bytes of ``path`` (links followed), a regular file of at most ``limit`` bytes; otherwise a
+    :class:`UserError` naming it and ending in ``advice``. The file is opened without blocking (opening a FIFO
+    for reading waits for a writer) and checked on the open descriptor, so what is read is what was checked;
+    at most ``limit + 1`` bytes are ever read (a file that grows meanwhile is refused, not read to its end)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        mode, size = info.st_mode, info.st_size
+        if not stat.S_ISREG(mode):
+            raise UserError(f"{path} is {_kind(mode)}, not a regular file: {advice}")
+        if size > limit:
+            raise UserError(f"{path} is {_amount(size)}, more than the {_amount(limit)} it may be: {advice}")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise UserError(f"{path} grew past {_amount(limit)} while it was read: {advice}")
+    return data

@@ -17,7 +17,7 @@ import yaml
 
 from rlpilot import registry
 from rlpilot.config import safe_yaml
-from rlpilot.config.schema import Config, EnvConfig
+from rlpilot.config.schema import Config, EnvConfig, section_problems
 from rlpilot.errors import UserError
 
 
@@ -90,6 +90,23 @@ def from_dict(data: dict, *, drop_other_sections: bool = False) -> Config:
             continue
         set_value(config, name, value)
     return config
+
+
+def section_from_dict(cls: type, data: dict, *, prefix: str) -> Any:
+    """A config section (``EnvConfig``) from plain data that arrives outside a config, e.g. an exported policy's
+    signature, under the config's own rules: unknown keys, each field's type and its declared valid values.
+    A problem is a :class:`UserError` naming ``prefix.field``."""
+    types_ = _field_types(cls)
+    values = {}
+    for name, value in data.items():
+        if name not in types_:
+            raise _unknown_key(f"{prefix}.{name}", [f"{prefix}.{known}" for known in types_])
+        values[name] = _coerce(f"{prefix}.{name}", value, types_[name])
+    section = cls(**values)
+    problems = section_problems(section, prefix)
+    if problems:
+        raise UserError("; ".join(problems))
+    return section
 
 
 def set_value(config: Config, key: str, value: Any) -> None:

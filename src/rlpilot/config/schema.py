@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 BACKENDS = ("auto", "numpy", "sync", "native", "async", "pettingzoo", "vmas")
 MAX_SEED = 2**31 - 1  # numpy's legacy seeding takes < 2**32; evaluation seeds add offsets to the run's seed
 LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
+MAX_EPISODE_STEPS = 1_000_000
+"""The longest time limit an env may be given (``env.max_episode_steps``, in a config or an exported policy's
+signature): far past any task's episode (CartPole's is 500, the arm's 200), yet an evaluation of it ends."""
 CONTROLLER_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 """A user's controller, ``package.module:Class`` (``env.base_controller``)."""
 
@@ -39,8 +42,10 @@ def _check(default: Any = dataclasses.MISSING, *, factory: Any = None, **rule: A
     return field(default=default, metadata=rule)
 
 
-def positive(default: Any = dataclasses.MISSING, *, factory: Any = None) -> Any:
-    """> 0 (``None`` allowed where the type allows it)."""
+def positive(default: Any = dataclasses.MISSING, *, factory: Any = None, at_most: float | None = None) -> Any:
+    """> 0 (``None`` allowed where the type allows it); ``at_most``: and no larger than that."""
+    if at_most is not None:
+        return _check(default, factory=factory, gt=0, le=at_most)
     return _check(default, factory=factory, gt=0)
 
 
@@ -87,6 +92,8 @@ def field_problems(key: str, value: Any, rule: dict) -> list[str]:
         return [f"{key} must be within [{rule['ge']:g}, {rule['le']:g}] (got {value})"]
     if "ge" in rule and value < rule["ge"]:
         return [f"{key} must be >= {rule['ge']:g} (got {value})"]
+    if "le" in rule and value > rule["le"]:
+        return [f"{key} must be <= {rule['le']:,} (got {value})"]
     if "items_gt" in rule and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
         return [f"{key} must be a list of positive integers (got {value})"]
     if "items_int" in rule and not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
@@ -94,6 +101,15 @@ def field_problems(key: str, value: Any, rule: dict) -> list[str]:
     if "items_int" in rule and len(set(value)) != len(value):
         return [f"{key} names an entry twice (got {value})"]
     return []
+
+
+def section_problems(section: Any, prefix: str) -> list[str]:
+    """What is wrong with each field of a config section under its declared rule (``prefix``: the section's name)."""
+    return [
+        problem
+        for f in dataclasses.fields(section)
+        for problem in field_problems(f"{prefix}.{f.name}", getattr(section, f.name), f.metadata)
+    ]
 
 
 @dataclass
@@ -123,8 +139,9 @@ class EnvConfig:
     reward_scale: float = at_least(1.0, 0.0)
     """Training rewards are multiplied by this (TorchRL's ``RewardScaling``); episode returns are
     reported unscaled. Keeps value targets near unit scale (Pendulum: rewards down to -16 a step)."""
-    max_episode_steps: int | None = positive(None)
-    """Override of the env's time limit (episodes are truncated there); ``None`` keeps gymnasium's."""
+    max_episode_steps: int | None = positive(None, at_most=MAX_EPISODE_STEPS)
+    """Override of the env's time limit (episodes are truncated there); ``None`` keeps gymnasium's. At most
+    a million steps (:data:`MAX_EPISODE_STEPS`), so that every episode ends."""
     kwargs: dict = field(default_factory=dict)
     """Keyword arguments passed to the environment's constructor."""
     frame_stack: int = positive(1)
@@ -617,9 +634,7 @@ class Config:
         registry.algorithm(self.algo)
         problems = []
         for name in self.sections:
-            section = getattr(self, name)
-            for f in dataclasses.fields(section):
-                problems += field_problems(f"{name}.{f.name}", getattr(section, f.name), f.metadata)
+            problems += section_problems(getattr(self, name), name)
         problems += self._cross_field_problems()
         if problems:
             raise UserError("invalid config: " + "; ".join(problems))

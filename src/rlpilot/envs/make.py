@@ -194,13 +194,19 @@ PER_ENV_BYTES = {"sync": 16 * 1024, "async": 16 * 1024}  # a gymnasium env objec
 
 def single_observation_space(env_cfg: EnvConfig) -> gym.Space:
     """One env's observation space, from one env built for the purpose (and closed)."""
+    return single_spaces(env_cfg)[0]
+
+
+def single_spaces(env_cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
+    """One env's observation and action spaces, from one env built for the purpose (and closed)."""
     if env_cfg.backend == "native":
-        return make_native_vector_env(env_cfg.id, 1, kwargs=env_cfg.kwargs).single_observation_space
+        native = make_native_vector_env(env_cfg.id, 1, kwargs=env_cfg.kwargs)
+        return native.single_observation_space, native.single_action_space
     with construction_errors(env_cfg):
         single = _make_single(env_cfg)()
-        space = single.observation_space
+        spaces = single.observation_space, single.action_space
         single.close()
-    return space
+    return spaces
 
 
 def observation_bytes(env_cfg: EnvConfig) -> int:

@@ -16,10 +16,12 @@ from torchrl.envs import TransformedEnv
 
 from rlpilot.config.schema import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
-from rlpilot.envs.make import make_env, single_observation_space
+from rlpilot.envs.make import make_env, single_spaces
 from rlpilot.errors import UserError
 from rlpilot.files import own_file
-from rlpilot.play.load import check_signature_fits, load_artifact, load_policy
+from rlpilot.play.bounded_step import STEP_LIMIT_S
+from rlpilot.play.load import load_artifact, load_policy
+from rlpilot.play.signature import check_signature_fits
 from rlpilot.registry import resolve_env
 from rlpilot.runs import atomic_write, load_run
 
@@ -57,9 +59,15 @@ class PlayablePolicy:
 
 
 def playable(
-    path: str | Path, checkpoint: str = "last", controller: str | None = None, controller_kwargs: dict | None = None
+    path: str | Path,
+    checkpoint: str = "last",
+    controller: str | None = None,
+    controller_kwargs: dict | None = None,
+    *,
+    step_limit_s: float = STEP_LIMIT_S,
 ) -> PlayablePolicy:
-    """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``).
+    """A run directory (its last checkpoint) or an exported artifact (``rlpilot export``; each of its steps
+    bounded by ``step_limit_s``, :func:`rlpilot.play.load.load_artifact`).
 
     With ``controller``: that controller on the env of a run directory, or on a gymnasium id.
     """
@@ -70,8 +78,8 @@ def playable(
         raise UserError(
             f"'{path}' is an env id, not a run: add --controller random (or pid) to evaluate a baseline on it"
         )
-    if path.is_file():
-        run_artifact, signature = load_artifact(path)
+    if path.exists() and not path.is_dir():  # an artifact (a pipe or a device there: one line saying so)
+        run_artifact, signature = load_artifact(path, step_limit_s=step_limit_s)
         env = signature["env"]
         env_config = EnvConfig(
             id=env["id"],
@@ -83,7 +91,7 @@ def playable(
             resolve_env(env_config.id)  # an env that does not exist (here): one line naming it
         except UserError as exc:
             raise UserError(f"{path.name}.json names an env that cannot be built here: {exc}") from None
-        check_signature_fits(signature, f"{path.name}.json", single_observation_space(env_config))
+        check_signature_fits(signature, f"{path.name}.json", *single_spaces(env_config))
 
         def act(observation: torch.Tensor) -> torch.Tensor:
             return torch.as_tensor(run_artifact(observation.numpy()))
@@ -138,14 +146,15 @@ def evaluate_target(
     backend: str | None = None,
     controller: str | None = None,
     controller_kwargs: dict | None = None,
+    step_limit_s: float = STEP_LIMIT_S,
 ) -> tuple[EvalResult, Path | None, Path | None]:
     """Greedy episodes of a run or an artifact (or ``controller`` on a run's env or an env id); per-episode
     rows to CSV (``csv_path``, else the run's or artifact's default; a controller on an env id writes none
     unless asked); optionally one episode on video.
 
     ``backend`` overrides the env's ``env.backend`` (e.g. a policy trained on ``native`` evaluated
-    on gymnasium's own env with ``auto``)."""
-    target = playable(path, checkpoint, controller, controller_kwargs)
+    on gymnasium's own env with ``auto``). ``step_limit_s``: the longest an artifact's step may run."""
+    target = playable(path, checkpoint, controller, controller_kwargs, step_limit_s=step_limit_s)
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
     if backend is not None and backend not in BACKENDS:

@@ -23,6 +23,7 @@ from rlpilot.errors import UserError
 from rlpilot.files import own_file
 from rlpilot.multiagent.envs import make_vector
 from rlpilot.multiagent.trainable import greedy_episodes
+from rlpilot.play.bounded_step import STEP_LIMIT_S
 from rlpilot.play.load import refuse_nonfinite
 from rlpilot.runs import Run, atomic_write, check_compatible, load_run, versions
 
@@ -82,8 +83,11 @@ class GroupPlay:
         return self.act if self.controller is None else controller(self.controller, env)
 
 
-def group_playable(target: str, checkpoint: str = "last", controller_name: str | None = None) -> GroupPlay:
-    """A multi-agent run directory, an exported group artifact, or (with a controller) an env id."""
+def group_playable(
+    target: str, checkpoint: str = "last", controller_name: str | None = None, *, step_limit_s: float = STEP_LIMIT_S
+) -> GroupPlay:
+    """A multi-agent run directory, an exported group artifact (each step bounded by ``step_limit_s``), or (with
+    a controller) an env id."""
     path = Path(target)
     if controller_name is not None:
         env_config = load_run(path).config().env if path.is_dir() else EnvConfig(id=target)
@@ -92,7 +96,7 @@ def group_playable(target: str, checkpoint: str = "last", controller_name: str |
     if path.is_file():
         from rlpilot.play.load import load_artifact
 
-        run_artifact, signature = load_artifact(path)
+        run_artifact, signature = load_artifact(path, step_limit_s=step_limit_s)
         env = signature["env"]
         env_config = EnvConfig(
             id=env["id"], kwargs=env.get("kwargs", {}), max_episode_steps=env.get("max_episode_steps")
@@ -113,7 +117,7 @@ def is_group_target(target: str) -> bool:
         return load_run(path).config().kind == "multiagent"
     signature = path.with_name(path.name + ".json")
     if path.is_file() and signature.is_file():
-        from rlpilot.play.load import read_signature
+        from rlpilot.play.signature import read_signature
 
         return "agents" in read_signature(signature)
     return registry.is_multiagent_env(target)
@@ -128,13 +132,14 @@ def evaluate_group(
     video: str | Path | None = None,
     checkpoint: str = "last",
     controller_name: str | None = None,
+    step_limit_s: float = STEP_LIMIT_S,
 ) -> tuple[np.ndarray, dict[str, float], Path | None, Path | None]:
     """``episodes`` greedy episodes side by side: per-agent returns ``[episodes, n_agents]``, the task's
     end-of-episode measures, the CSV written (one row per episode; none for a controller on an env id unless
     ``csv_path`` asks) and the video, if asked for."""
     if registry.is_multiagent_env(target) and controller_name is None and not Path(target).exists():
         raise UserError(f"'{target}' is an env id, not a run: add --controller random (or heuristic)")
-    play = group_playable(target, checkpoint, controller_name)
+    play = group_playable(target, checkpoint, controller_name, step_limit_s=step_limit_s)
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
     env = make_vector(play.env_config, episodes, seed=seed)

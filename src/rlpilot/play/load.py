@@ -3,7 +3,7 @@ pickled code), or an exported artifact (``rlpilot export``) as a numpy function.
 
 from __future__ import annotations
 
-import json
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +15,10 @@ from torchrl.envs import TransformedEnv
 from rlpilot.control.algos import Algorithm, build
 from rlpilot.envs.make import make_env
 from rlpilot.errors import UserError
-from rlpilot.play.safe_artifact import load_pt2
+from rlpilot.files import read_regular
+from rlpilot.play.bounded_step import STEP_LIMIT_S, BoundedStep
+from rlpilot.play.safe_artifact import MAX_ARCHIVE_BYTES, load_pt2
+from rlpilot.play.signature import AGAIN, Declared, declared, read_signature
 from rlpilot.play.trust import code_allowed, require_trust
 from rlpilot.runs import Run, check_compatible, load_run
 
@@ -102,90 +105,126 @@ class StatefulArtifact:
         return action
 
 
-def load_artifact(path: str | Path, *, trusted: bool | None = None) -> tuple[Callable[[np.ndarray], np.ndarray], dict]:
+def load_artifact(
+    path: str | Path, *, trusted: bool | None = None, step_limit_s: float = STEP_LIMIT_S
+) -> tuple[Callable[[np.ndarray], np.ndarray], dict]:
     """The artifact as a numpy function, and its signature. onnx runs on onnxruntime (no torch needed); a
     ``.pt2`` is checked as data before torch reads it, and never unpickles (:mod:`rlpilot.play.safe_artifact`);
     TorchScript, a program, loads only when ``trusted`` (default: the command line's ``--trust-code``).
     An artifact with state (its signature's ``state``) comes as a :class:`StatefulArtifact`.
-    A damaged signature or artifact is a :class:`UserError` naming the file."""
+
+    Read as data: the signature is checked (:mod:`rlpilot.play.signature`), the file is a regular one of at most
+    :data:`~rlpilot.play.safe_artifact.MAX_ARCHIVE_BYTES`, an ONNX graph's inputs and outputs must be the
+    signature's (:mod:`rlpilot.play.onnx_graph`), and one step on zeros must return what the signature declares
+    before the function is handed out. Every step then runs within ``step_limit_s`` and stops on SIGINT/SIGTERM
+    (:mod:`rlpilot.play.bounded_step`), and its outputs are checked again (shapes, dtypes, actions in range).
+    A damaged signature or artifact, or a step that fails, is a :class:`UserError` naming the file."""
     path = Path(path)
     signature_path = path.with_name(path.name + ".json")
-    if not path.is_file() or not signature_path.is_file():
+    if not path.exists() or not signature_path.exists():  # a pipe or a device there: read_regular says so
         raise UserError(f"{path} is not an exported policy (needs the file and {signature_path.name} beside it)")
     signature = read_signature(signature_path)
-    fmt = signature["format"]
-    state_size = int((signature.get("state") or {}).get("size", 0))
+    fmt, shapes = signature["format"], declared(signature)
+    if fmt == "torchscript" and not (code_allowed() if trusted is None else trusted):
+        require_trust(path, trusted=False, verb="loading")
+    data = read_regular(path, MAX_ARCHIVE_BYTES, advice=AGAIN)
     try:
         if fmt == "onnx":
-            import onnxruntime
+            from rlpilot.play.onnx_graph import OnnxStep
 
-            session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-
-            def run(*arrays: np.ndarray):
-                feed = dict(zip(("observation", "state"), (np.asarray(a, np.float32) for a in arrays)))
-                outputs = session.run(None, feed)
-                return tuple(outputs) if state_size else outputs[0]
-
+            step = OnnxStep(data, path, shapes)
+            stop = step.stop
         else:
-            if fmt == "pt2":
-                module = load_pt2(path)
-            else:
-                if not (code_allowed() if trusted is None else trusted):
-                    require_trust(path, trusted=False, verb="loading")
-                module = torch.jit.load(str(path))
-
-            def run(*arrays: np.ndarray):
-                with torch.inference_mode():
-                    outputs = module(*(torch.as_tensor(np.asarray(a, np.float32)) for a in arrays))
-                return tuple(o.numpy() for o in outputs) if state_size else outputs.numpy()
-
+            module = load_pt2(path, data) if fmt == "pt2" else torch.jit.load(io.BytesIO(data))
+            step, stop = _torch_step(module, list(shapes.outputs)), _cannot_stop
     except UserError:
         raise
     except ImportError:
         raise UserError(f"{path}: running an onnx policy needs onnxruntime: pip install 'rlpilot[export]'") from None
     except Exception as exc:  # truncated, overwritten, or another kind of file under the artifact's name
-        raise UserError(
-            f"{path} cannot be loaded as a {fmt} policy ({type(exc).__name__}); export it again (rlpilot export RUN)"
-        ) from None
-    return (StatefulArtifact(run, state_size) if state_size else run), signature
+        raise UserError(f"{path} cannot be loaded as a {fmt} policy ({type(exc).__name__}); {AGAIN}") from None
+    run = CheckedStep(BoundedStep(step, stop, what=str(path), limit_s=step_limit_s), shapes, path)
+    run.probe()
+    return (StatefulArtifact(run, shapes.state_size) if shapes.state_size else run), signature
 
 
-SIGNATURE_FORMATS = ("onnx", "pt2", "torchscript")
+def _cannot_stop() -> None:
+    """A torch step cannot be ended from another thread: :class:`BoundedStep` leaves it behind."""
 
 
-def read_signature(path: Path) -> dict:
-    """The JSON signature ``rlpilot export`` writes beside an artifact, checked for what eval reads."""
-    try:
-        signature = json.loads(path.read_text())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"{path} is not valid JSON (truncated or overwritten: {exc}); export the run again") from None
-    env = signature.get("env") if isinstance(signature, dict) else None
-    if (
-        not isinstance(env, dict)
-        or signature.get("format") not in SIGNATURE_FORMATS
-        or not isinstance(env.get("id"), str)
-        or not isinstance(env.get("kwargs", {}), dict)
-    ):
-        raise UserError(
-            f"{path} is not an rlpilot export signature (needs format and env.id, env.kwargs); export the run again"
-        )
-    return signature
+def _torch_step(module, names: list[str]) -> Callable[..., dict[str, np.ndarray]]:
+    """A torch module's step with the declared outputs named in the signature's order (torch returns a tuple)."""
+
+    def step(*arrays: np.ndarray) -> dict[str, np.ndarray]:
+        with torch.inference_mode():
+            outputs = module(*(torch.as_tensor(a) for a in arrays))
+        outputs = tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+        if len(outputs) != len(names) or not all(isinstance(o, torch.Tensor) for o in outputs):
+            raise ValueError(f"it returned {len(outputs)} value(s), but its signature declares {', '.join(names)}")
+        return {name: output.numpy() for name, output in zip(names, outputs)}
+
+    return step
 
 
-def check_signature_fits(signature: dict, signature_name: str, observation_space) -> None:
-    """The artifact's declared input (``[batch, n]``) must be the size of the env's flat observation."""
-    import gymnasium as gym
+class CheckedStep:
+    """``(observation[, state]) -> action`` or ``(action, next_state)``: a bounded step whose outputs are held to
+    the signature's declared shapes and dtypes every call, actions checked too (an index within ``[0, n)``, a
+    one-hot row, finite box values); anything else, or an error the runtime raises, is one line naming the file."""
 
-    try:
-        width = signature["inputs"][0]["shape"][1:]
-    except (KeyError, IndexError, TypeError):
-        return
-    image = isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) > 1
-    if len(width) != 1 or not isinstance(width[0], int) or image:
-        return
-    expected = gym.spaces.flatdim(observation_space)
-    if width[0] != expected:
-        raise UserError(
-            f"{signature_name} says env '{signature['env']['id']}', whose observations have {expected} numbers, "
-            f"but the policy takes {width[0]}: the signature does not belong to this artifact; export the run again"
-        )
+    def __init__(self, step: BoundedStep, shapes: Declared, path: Path):
+        self.step, self.shapes, self.path = step, shapes, path
+
+    def probe(self) -> None:
+        """One step on zeros (two rows) before any is played: the runtime accepts the declared inputs and
+        returns the declared outputs."""
+        self._run([np.zeros((2, *shape), np.float32) for shape, _ in self.shapes.inputs.values()], values=False)
+
+    def __call__(self, *arrays: np.ndarray):
+        outputs = self._run([np.asarray(a, np.float32) for a in arrays], values=True)
+        return tuple(outputs.values()) if self.shapes.state_size else outputs["action"]
+
+    def _run(self, arrays: list[np.ndarray], *, values: bool) -> dict[str, np.ndarray]:
+        if len(arrays) != len(self.shapes.inputs):
+            raise TypeError(f"{self.path.name} takes {', '.join(self.shapes.inputs)} ({len(arrays)} given)")
+        try:
+            outputs = self.step(*arrays)
+        except UserError:  # the step ran past its limit
+            raise
+        except Exception as exc:  # noqa: BLE001 (onnxruntime's and torch's errors, of many types)
+            raise UserError(
+                f"{self.path} failed on a step of {len(arrays[0])} observation(s) ({_first_line(exc)}): it does not "
+                f"run on the inputs its signature declares; {AGAIN}"
+            ) from None
+        self._check(outputs, len(arrays[0]), values)
+        return outputs
+
+    def _check(self, outputs: dict[str, np.ndarray], rows: int, values: bool) -> None:
+        for name, (shape, dtype) in self.shapes.outputs.items():
+            value = outputs[name]
+            if value.shape != (rows, *shape) or value.dtype != dtype:
+                raise UserError(
+                    f"{self.path} returned '{name}' {value.dtype} {list(value.shape)} for {rows} observation(s), but "
+                    f"its signature declares {dtype} {['batch', *shape]}; {AGAIN}"
+                )
+        action, n = outputs["action"], self.shapes.actions
+        if not values:
+            return
+        if n is None:
+            wrong = "non-finite actions (NaN or inf)" if not np.isfinite(action).all() else None
+        elif self.shapes.one_hot:
+            wrong = (
+                "actions that are not one-hot rows"
+                if not ((action == 0) | (action == 1)).all() or not (action.sum(-1) == 1).all()
+                else None
+            )
+        else:
+            wrong = (
+                f"actions outside [0, {n})" if action.size and not (0 <= action.min() and action.max() < n) else None
+            )
+        if wrong:
+            raise UserError(f"{self.path} returned {wrong}: the artifact does not act on this env; {AGAIN}")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.replace("[ONNXRuntimeError] : ", "onnxruntime: ")[:300]

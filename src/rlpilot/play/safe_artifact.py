@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpilot.errors import UserError
+from rlpilot.files import read_regular
 
 _ARCHIVE_FILES = re.compile(
     r"(archive_format|archive_version|byteorder|\.data/version|\.data/serialization_id|models/model\.json"
@@ -85,6 +86,7 @@ _EXPRESSION_WORDS = {
 }
 _SYMBOL = re.compile(r"[a-z]{1,3}\d+")
 MAX_ARCHIVE_BYTES = 512 * 2**20
+"""The largest artifact file read, in any format (an exported MLP policy is 10-100 KB)."""
 
 
 def _refuse(path: Path, why: str) -> UserError:
@@ -150,12 +152,13 @@ def _check_payload_config(path: Path, data: bytes) -> None:
             raise _refuse(path, f"{str(name)[:40]!r} is not a raw tensor file")
 
 
-def checked_pt2(path: Path) -> io.BytesIO:
-    """The ``.pt2`` at ``path`` checked (module docstring) and rebuilt in memory for ``torch.export.load``."""
-    if path.stat().st_size > MAX_ARCHIVE_BYTES:
-        raise _refuse(path, f"larger than {MAX_ARCHIVE_BYTES >> 20} MiB")
+def checked_pt2(path: Path, data: bytes | None = None) -> io.BytesIO:
+    """The ``.pt2`` at ``path`` checked (module docstring) and rebuilt in memory for ``torch.export.load``;
+    ``data``: its bytes, already read (else read here: a regular file of at most :data:`MAX_ARCHIVE_BYTES`)."""
+    if data is None:
+        data = read_regular(Path(path), MAX_ARCHIVE_BYTES, advice="export the run again (rlpilot export RUN)")
     try:
-        archive = zipfile.ZipFile(path)
+        archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError):
         raise _refuse(path, "not a zip archive") from None
     with archive:
@@ -207,13 +210,14 @@ def _check_contents(path: Path, contents: dict[str, bytes], prefix: str) -> None
     contents[f"{prefix}models/model.json"] = json.dumps(program).encode()
 
 
-def load_pt2(path: Path):
-    """The checked archive's program as a module (torch's own logging of a failed load silenced)."""
+def load_pt2(path: Path, data: bytes | None = None):
+    """The checked archive's program as a module (torch's own logging of a failed load silenced); ``data`` as
+    :func:`checked_pt2`'s."""
     import logging
 
     import torch
 
-    buffer = checked_pt2(path)
+    buffer = checked_pt2(path, data)
     loggers = [logging.getLogger(name) for name in ("torch.export", "torch._export", "torch.export.pt2_archive")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:

@@ -14,7 +14,6 @@ artifact holds the controller traced into the file (data): playing it imports no
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rlpilot.errors import UserError
@@ -34,12 +33,13 @@ def code_allowed() -> bool:
 
 
 def _artifact_signature(path: Path) -> dict | None:
-    signature = path.with_name(path.name + ".json")
+    """The artifact's signature, read within bounds (a pipe or a huge file under its name is never read)."""
+    from rlpilot.play.signature import read_signature
+
     try:
-        data = json.loads(signature.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
+        return read_signature(path.with_name(path.name + ".json"))
+    except (OSError, UserError):
         return None  # loading the artifact says what is wrong, in one line
-    return data if isinstance(data, dict) else None
 
 
 def target_code(target: str | Path) -> str | None:

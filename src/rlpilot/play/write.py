@@ -5,7 +5,6 @@ before it is kept (staged beside the output folder: a failed export leaves nothi
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import tempfile
@@ -17,8 +16,9 @@ import torch
 from torch import nn
 
 from rlpilot.errors import UserError
-from rlpilot.files import atomic_write, dumps, refuse_links
+from rlpilot.files import atomic_write, dumps, read_regular, refuse_links
 from rlpilot.play.load import load_artifact, refuse_nonfinite
+from rlpilot.play.signature import MAX_SIGNATURE_BYTES, loads_bounded
 
 FORMATS = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.ts.pt"}
 PARITY_OBSERVATIONS = 1000
@@ -93,9 +93,9 @@ def _refuse_foreign(out_dir: Path, run: str, force: bool) -> None:
     if force or not out_dir.is_dir():
         return
     for path in sorted(out_dir.glob("*.json")):
-        try:
-            other = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError):
+        try:  # within bounds: a pipe or a huge file named *.json there is skipped, never read
+            other = loads_bounded(read_regular(path, MAX_SIGNATURE_BYTES, advice="").decode(), str(path))
+        except (OSError, UserError, UnicodeDecodeError, ValueError):
             continue
         if isinstance(other, dict) and isinstance(other.get("run"), str) and "format" in other:
             if Path(other["run"]).resolve() != Path(run).resolve():
