@@ -460,7 +460,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             args.run, args.format, args.out, seed=args.seed, checkpoint=args.checkpoint, force=args.force
         )
     except ExportFailed as exc:
-        print(f"rlpilot: export failed: {exc}", file=sys.stderr)
+        print(f"rlpilot: export failed: {redact(str(exc))}", file=sys.stderr)
         return 1
     print(
         f"parity: {result.observations} observations from real rollouts, "

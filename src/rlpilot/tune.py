@@ -409,7 +409,7 @@ def worker(study: Study, trials: int, mlflow_uri: str | None = None) -> int:
             trial.set_user_attr("interrupted", True)
             raise KeyboardInterrupt from None
         except UserError as exc:
-            trial.set_user_attr("error", str(exc))
+            trial.set_user_attr("error", redact(str(exc)))  # stored in the study, printed below
             raise
 
     invalid = 0

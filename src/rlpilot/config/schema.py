@@ -21,6 +21,7 @@ import yaml
 
 from rlpilot import registry
 from rlpilot.errors import UserError
+from rlpilot.redact import redact_data
 
 if TYPE_CHECKING:
     import torch
@@ -611,7 +612,8 @@ class Config:
         return {"algo": self.algo, **{name: data[name] for name in self.sections}, "preset": self.preset}
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        """A config file (``config.yaml``, ``best.yaml``), secrets as ``***`` (:func:`redact_data`)."""
+        return yaml.safe_dump(redact_data(self.to_dict()), sort_keys=False)
 
     def validate(self) -> Config:
         registry.algorithm(self.algo)
