@@ -44,7 +44,8 @@ SECRET_NAMES = (
 )
 GENERIC_NAMES = ("key", "pass", "auth")
 """Secret names that are also everyday words (``--param expects key=low:high``): bare, they hide a value only
-inside a URL query (after ``?``, ``&`` or ``;``); with a prefix (``api_key=``, ``X-Auth=``) they always do."""
+inside a URL query (after ``?``, ``&`` or ``;``), also as a dotted path's last part (``section.key=value``); with
+a prefix (``api_key=``, ``X-Auth=``) they always do."""
 SECRET_OPTIONS = ("--storage", "--ray", "--mlflow")
 """Command-line options whose value is a URL or address: ``--ray=user:pw@host:port`` is read from after its ``=``."""
 DECODE_ROUNDS = 3
@@ -142,8 +143,8 @@ def _param_spans(decoded: _Decoded) -> list[tuple[int, int]]:
         mapping = match.group("equals") is None
         if mapping and not _is_secret_key(name, ""):
             continue  # ``name: value`` as a mapping's key is: password: x is a secret, run_key: x is not
-        if name.lower() in GENERIC_NAMES and before not in "?&;":
-            continue  # an everyday word outside a query: key=low:high is not a secret
+        if name.rsplit(".", 1)[-1].lower() in GENERIC_NAMES and before not in "?&;":
+            continue  # an everyday word outside a query: key=low:high (or section.key=value) is not a secret
         span = _value_span(decoded.raw, decoded.raw_index(match.end()), mapping)
         if span[1] > span[0]:
             spans.append(span)
