@@ -399,6 +399,7 @@ def _controller_kwargs(args: argparse.Namespace) -> dict | None:
         raise UserError("--controller-kwargs builds the controller named by --controller: add --controller NAME")
     import yaml
 
+    from rlpilot.config import field_problems
     from rlpilot.config.safe_yaml import load
 
     try:
@@ -407,6 +408,8 @@ def _controller_kwargs(args: argparse.Namespace) -> dict | None:
         raise UserError(f"--controller-kwargs is not YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(kwargs, dict):
         raise UserError(f"--controller-kwargs: a YAML mapping such as '{{kp: 2.0}}' (got {args.controller_kwargs!r})")
+    if problems := field_problems("--controller-kwargs", kwargs, {"finite_items": True}):
+        raise UserError(problems[0])  # NaN or inf: every action would be NaN
     return kwargs
 
 
