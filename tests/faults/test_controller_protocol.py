@@ -104,6 +104,28 @@ def test_the_residual_env_checks_the_controller_on_every_step(after, fault):
         vector_env.close()
 
 
+@settings(max_examples=8, deadline=None)
+@given(mode=st.sampled_from(["add", "gains"]), row=st.integers(0, 2), bad=st.sampled_from([float("nan"), float("inf")]))
+def test_a_non_finite_policy_action_is_blamed_on_the_policy_not_the_controller(mode, row, bad):
+    """A diverged residual policy's NaN (a gain schedule's too: NaN gains make the PID's action NaN) is named as
+    the policy's, before the controller is called, not as the controller's output or the env's reward."""
+    from rlpilot.envs import make_env
+
+    pid = "tests.controller_fixture:AxisPID"
+    overrides = [f"env.base_controller={pid}", f"env.residual_mode={mode}", "env.backend=sync"]
+    vector_env = make_env(load_config(algo="ppo", env_id=PLANT, overrides=overrides).env, num_envs=3, seed=0)
+    vector_env = vector_env.base_env.vector_env
+    try:
+        vector_env.reset(seed=0)
+        action = torch.zeros(vector_env.action_space.shape)
+        vector_env.step(action.numpy())
+        action[row] = bad
+        with pytest.raises(UserError, match=rf"residual policy's actions .* in env\(s\) \[{row}\], before controller"):
+            vector_env.step(action.numpy())
+    finally:
+        vector_env.close()
+
+
 @pytest.mark.parametrize("fault", ["raise", "nan"])
 def test_training_on_a_controller_that_goes_wrong_is_one_line_naming_it(capsys, tmp_path, fault):
     sets = [

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from rlpilot.config.schema import EnvConfig
-from rlpilot.controllers import CheckedController, check_gate_signal, is_user_controller
+from rlpilot.controllers import CheckedController, all_finite, check_gate_signal, is_user_controller
 from rlpilot.envs.arm.controllers import ARM_ERROR_MONITOR
 from rlpilot.errors import UserError
 
@@ -194,6 +194,8 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         action = torch.as_tensor(np.asarray(actions), dtype=torch.float32)
         with torch.no_grad():  # the base for the whole batch, from the observations the policy acted on
             gains, added = self._law.terms(action, observation)
+            if not all_finite(added if gains is None else gains):  # the policy's, before the controller sees it
+                raise UserError(self._policy_problem(added if gains is None else gains))
             base = self.checked(observation, gains)
             total = np.clip((base + added).numpy(), self.low, self.high)
         observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
@@ -201,3 +203,13 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         if self.law.penalty:  # straying from the base controller costs (env.residual_penalty)
             reward = reward - self.law.penalty * np.square(np.asarray(actions, dtype=np.float64)).sum(axis=-1)
         return observation, reward, terminated, truncated, info
+
+    def _policy_problem(self, terms: torch.Tensor) -> str:
+        """Non-finite gains or corrections come from the residual policy's actions, not the controller."""
+        envs = (~torch.isfinite(terms.reshape(len(terms), -1))).any(-1).nonzero().view(-1).tolist()
+        what = "gain multipliers" if self.law.mode == "gains" else "corrections"
+        return (
+            f"the residual policy's actions give non-finite {what} (NaN or inf) in env(s) {envs[:5]}, before "
+            f"controller '{self.checked.name}' is called: the policy diverged (rlpilot doctor RUN says why); "
+            "retrain, or use --checkpoint best"
+        )
