@@ -694,7 +694,7 @@ def summarize(study: Study, optuna_study, *, check_result: dict | None = None) -
         best_path, command = write_best(study, complete[0]["params"])
         result.update(best_path=str(best_path), command=command, best=complete[0])
         text += f"\nBest configuration: `{best_path}`\n\n    {command}\n"
-        result["text"] = text
+    result["text"] = text = redact(text)  # printed too; the --set values a search starts from may hold a secret
     atomic_write(study.out / "summary.md", text)
     atomic_write(
         study.out / "summary.json",

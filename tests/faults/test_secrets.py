@@ -49,6 +49,11 @@ def test_no_secret_is_left_alone():
     assert redact("--param expects key=low:high") == "--param expects key=low:high"
     assert redact_url("https://api.example/v1?key=AbC123") == "https://api.example/v1?key=***"
     assert redact("api_key=AbC123 pass=x") == "api_key=*** pass=x"
+    # a dotted path ending in an everyday word is a setting, not a secret; ending in a secret name it is one
+    assert redact("--set expects section.key=value") == "--set expects section.key=value"
+    assert redact("--set env.kwargs.db_password=x") == "--set env.kwargs.db_password=***"
+    # a mapping's key: secret names hide their value, everyday words and settings named like them do not
+    assert redact("{password: a, run_key: t0001, pass_rate: 0.5}") == "{password: ***, run_key: t0001, pass_rate: 0.5}"
 
 
 def test_meta_json_and_error_lines_hide_the_password(capsys, tmp_path, monkeypatch):
