@@ -53,11 +53,11 @@ DECODE_ROUNDS = 3
 way to the server still names its secret."""
 
 # a secret name, optionally with a prefix or suffix (db_password, X-Api-Key, auth[token]), matched whole
-_NAME = r"(?:[\w.\-\[\]]*[_.\-\[])?(?:" + "|".join(SECRET_NAMES) + r")(?:[_\-\]][\w\-\[\]]*)?"
+_NAME = r"(?:[\w.\-\[\]]*[_.\-\[])?(?:" + "|".join(SECRET_NAMES) + r")(?:[_\-\[\]][\w\-\[\]]*)?"
 # a mapping's key that ends in a secret name other than the everyday ones (db_password, X-Api-Key, auth[token];
 # not run_key, pass_rate or token_budget)
 _SECRET_KEY = re.compile(
-    r"(?:[\w.\-\[\]]*[_.\-\[])?(?:" + "|".join(n for n in SECRET_NAMES if n not in GENERIC_NAMES) + r")\]?",
+    r"(?:[\w.\-\[\]]*[_.\-\[])?(?:" + "|".join(n for n in SECRET_NAMES if n not in GENERIC_NAMES) + r")\]?(?:\[\])?",
     re.IGNORECASE,
 )
 # in decoded text: a secret-named parameter at the start, or after a separator of a query, a list or a mapping;

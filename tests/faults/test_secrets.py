@@ -49,6 +49,8 @@ def test_no_secret_is_left_alone():
     assert redact("--param expects key=low:high") == "--param expects key=low:high"
     assert redact_url("https://api.example/v1?key=AbC123") == "https://api.example/v1?key=***"
     assert redact("api_key=AbC123 pass=x") == "api_key=*** pass=x"
+    assert redact_url("https://h/?password[]=S3cret&a=1") == "https://h/?password[]=***&a=1"  # a PHP-style list
+    assert redact_url("postgresql://me@corp.com:S3cret@h/db") == "postgresql://me@corp.com:***@h/db"
     # a dotted path ending in an everyday word is a setting, not a secret; ending in a secret name it is one
     assert redact("--set expects section.key=value") == "--set expects section.key=value"
     assert redact("--set env.kwargs.db_password=x") == "--set env.kwargs.db_password=***"
