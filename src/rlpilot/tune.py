@@ -38,7 +38,7 @@ from rlpilot.config.load import field_type, load_config
 from rlpilot.config.schema import field_problems, solved_threshold
 from rlpilot.errors import UserError
 from rlpilot.files import dumps
-from rlpilot.redact import redact, redact_url
+from rlpilot.redact import redact, redact_data, redact_url
 from rlpilot.runs import atomic_write, load_run, try_lock
 from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_member, worker_pool
 
@@ -268,7 +268,7 @@ def create_study(spec: TuneSpec, out: Path, storage_url: str | None, name: str |
     name = name or f"rlpilot-{spec.preset}"
     storage = open_storage(url)  # an unreachable database: one line, nothing written yet
     out.mkdir(parents=True, exist_ok=True)
-    identity = spec.identity()
+    identity = redact_data(spec.identity())  # stored in the study: a --set value's secret never is
     study = optuna.create_study(study_name=name, storage=storage, direction=spec.direction, load_if_exists=True)
     stored = study.user_attrs.get("rlpilot")
     if stored is None:

@@ -165,3 +165,21 @@ def test_ray_address_with_user_info_is_one_redacted_line(capsys):
     code = main(["train", "ppo-cartpole", "--ray", "user:Zq8hunter6@127.0.0.1:1"])
     err = capsys.readouterr().err
     assert code == 2 and "Zq8hunter6" not in err and "user:***@127.0.0.1:1" in err and len(err.splitlines()) == 1
+
+
+def test_a_secret_in_the_config_is_in_no_run_file_and_the_run_resumes(tmp_path, capsys):
+    """A controller's kwarg holding a URL with a password: ``config.yaml``, ``meta.json`` and the checkpoints hold
+    ``***`` (the checkpoint's copy of the config as config.yaml has it, so the run still resumes)."""
+    kwargs = "env.base_controller_kwargs={url: 'opc.tcp://plc:Zq8hunter7@10.0.0.9:4840', api_token: Zq8hunter8}"
+    tiny = ["--set", "env.backend=sync", "--set", "env.num_envs=4", "--set", "ppo.steps_per_env=64"]
+    tiny += ["--set", "ppo.minibatch_size=64", "--set", "train.loggers=[]", "--set", "train.eval_episodes=2"]
+    sets = ["--set", "env.base_controller=tests.controller_fixture:Declares", "--set", kwargs, *tiny]
+    run = tmp_path / "run"
+    assert (
+        main(["train", "ppo", "tests.controller_fixture:Axis", *sets, "--frames", "256", "-q", "--run-dir", str(run)])
+        == 0
+    )
+    assert main(["train", "--resume", str(run), "--frames", "512", "-q", "--trust-code"]) == 0, capsys.readouterr().err
+    assert "opc.tcp://plc:***@10.0.0.9:4840" in (run / "config.yaml").read_text()
+    for path in run.rglob("*"):
+        assert not path.is_file() or b"Zq8hunter" not in path.read_bytes(), path
