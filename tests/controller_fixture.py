@@ -186,3 +186,10 @@ class ForgetfulPID(AxisPID):
     def step(self, observation, state, gains=None):
         action, integral = super().step(observation, state, gains)
         return action, integral[:1]
+
+
+class ResetRaises(AxisPD):
+    """The axis PD with a ``reset`` (a new episode) that raises."""
+
+    def reset(self, mask=None):
+        raise RuntimeError("bus reset failed")

@@ -256,9 +256,7 @@ def check_controller(controller, name: str, observation_space, action_space, *, 
                 f"controller '{name}' acts differently with gains of ones than without: gains[:, i] multiplies "
                 f"gain_names[i] of {names} (ones: as commissioned)"
             )
-    reset = getattr(controller, "reset", None)
-    if reset is not None:
-        reset(None)
+    CheckedController(controller, name, tuple(action_space.shape)).reset(None)  # what it raises: one line too
 
 
 def _try(controller, name: str, observation: torch.Tensor, gains: torch.Tensor | None, how: str):

@@ -163,6 +163,12 @@ def test_a_stateful_controller_whose_state_changes_shape_is_one_line(capsys):
     assert f"controller '{forgetful}' raised" in line and "next state of (1, 1), not (2, 1)" in line
 
 
+def test_a_reset_that_raises_is_one_line(capsys):
+    resets = "tests.controller_fixture:ResetRaises"
+    line = one_line_error(capsys, "eval", PLANT, "--controller", resets, "--episodes", 2)
+    assert f"controller '{resets}': reset raised" in line and "RuntimeError: bus reset failed" in line
+
+
 # -- the protocol's attributes, refused before any call ---------------------------------------------------------
 MALFORMED = {
     "state_size": st.one_of(
