@@ -119,3 +119,77 @@ class NumpyGateSignal(AxisPID):
 
     def gate_signal(self, observation):
         return torch.as_tensor(np.abs(observation.detach().cpu().numpy()[:, 0]))
+
+
+class LateFault(Controller):
+    """The axis PD, right for its first ``after`` calls (the zero-observation check when it is built is one), then
+    wrong in one way each call: ``fault`` ``raise`` (a RuntimeError), ``nan`` / ``inf`` (in row ``row``),
+    ``shape`` (a column too many), ``tuple`` (not a tensor); ``where="gate_signal"``: its ``gate_signal`` goes wrong
+    instead (``raise``, ``nan``, ``shape``). kp and kd schedulable."""
+
+    gain_names = ("kp", "kd")
+
+    def __init__(self, after: int = 1, fault: str = "nan", where: str = "action", row: int = 0):
+        super().__init__()
+        self.after, self.fault, self.where, self.row = after, fault, where, row
+        self.calls = {"action": 0, "gate_signal": 0}
+
+    def _wrong(self, value: torch.Tensor, where: str):
+        self.calls[where] += 1
+        if where != self.where or self.calls[where] <= self.after:
+            return value
+        if self.fault == "raise":
+            raise RuntimeError("sensor bus timeout")
+        if self.fault in ("nan", "inf"):
+            value = value.clone()
+            value[min(self.row, len(value) - 1)] = float(self.fault)
+            return value
+        if self.fault == "shape":
+            return torch.cat([value.reshape(len(value), -1)] * 2, dim=1)
+        return (value,)
+
+    def forward(self, observation, gains=None):
+        kp, kd = (2.0, 0.6) if gains is None else (2.0 * gains[:, 0:1], 0.6 * gains[:, 1:2])
+        action = (kp * observation[:, 0:1] - kd * observation[:, 1:2]).clamp(-1.0, 1.0)
+        return self._wrong(action, "action")
+
+    def gate_signal(self, observation):
+        return self._wrong(observation[:, 0], "gate_signal")
+
+
+class Declares(AxisPID):
+    """The axis PID with one protocol attribute set from its keyword arguments (``{state_size: '1'}``)."""
+
+    def __init__(self, **attributes):
+        super().__init__()
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+
+class FragilePD(AxisPD):
+    """The axis PD with a law that breaks down past a speed it was never meant to see: NaN where ``|velocity|``
+    exceeds ``limit`` (torch operations only: it exports; on the nominal axis, whose speed stays under 10, it is
+    the PD exactly)."""
+
+    def __init__(self, kp: float = 2.0, kd: float = 0.6, limit: float = 50.0):
+        super().__init__(kp, kd)
+        self.limit = limit
+
+    def forward(self, observation):
+        action = super().forward(observation)
+        return torch.where(observation[:, 1:2].abs() > self.limit, torch.full_like(action, float("nan")), action)
+
+
+class ForgetfulPID(AxisPID):
+    """Returns the next integral of the first row only: a state of another shape than ``state_size`` per row."""
+
+    def step(self, observation, state, gains=None):
+        action, integral = super().step(observation, state, gains)
+        return action, integral[:1]
+
+
+class ResetRaises(AxisPD):
+    """The axis PD with a ``reset`` (a new episode) that raises."""
+
+    def reset(self, mask=None):
+        raise RuntimeError("bus reset failed")

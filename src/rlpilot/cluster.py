@@ -37,7 +37,7 @@ LEFTOVER_GRACE_S = 5.0
 
 def check_reachable(address: str) -> None:
     """One line (a :class:`UserError`) when nothing listens at ``address`` (``host:port``; ``ray://`` too)."""
-    target = address.split("://", 1)[-1]
+    target = address.split("://", 1)[-1].rpartition("@")[2]  # user info never goes into a name lookup
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--ray {redact_url(address)}: give 'local' or a cluster address host:port (ray start --head)")

@@ -8,7 +8,8 @@ device or a pipe, and JSON that is strict (no ``NaN``); reading a file someone s
   in the link's place is refused rather than followed.
 - :func:`refuse_links`: a run's files are written only inside the run; a symbolic link at a path rlpilot
   writes (``events.jsonl`` pointing elsewhere, ``checkpoints/`` on another disk) is refused in one line.
-- :func:`dumps`: ``json.dumps`` with ``allow_nan=False``; non-finite floats become ``null``.
+- :func:`dumps`: ``json.dumps`` with ``allow_nan=False``; non-finite floats become ``null``, secrets ``***``
+  (:func:`rlpilot.redact.redact_data`: every JSON file rlpilot writes goes through here).
 
 - :func:`read_regular`: the bytes of a regular file of at most so many bytes; a pipe, a device or a file
   too large is one line before anything is read (a FIFO would block the read, ``/dev/zero`` never end it).
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpilot.errors import RunWriteError, UserError
+from rlpilot.redact import redact, redact_data
 
 
 @contextmanager
@@ -133,9 +135,10 @@ def finite_or_none(value: Any) -> Any:
 
 def dumps(value: Any, **kwargs: Any) -> str:
     """Strict JSON (``allow_nan=False``): NaN and inf are written as ``null``, objects JSON does not know
-    (paths, numpy scalars) as their string unless ``default`` says otherwise."""
+    (paths, numpy scalars) as their string unless ``default`` says otherwise; a URL's password or a
+    secret-named value as ``***`` (:mod:`rlpilot.redact`)."""
     kwargs.setdefault("default", _plain)
-    return json.dumps(finite_or_none(_numbers(value)), allow_nan=False, **kwargs)
+    return json.dumps(redact_data(finite_or_none(_numbers(value))), allow_nan=False, **kwargs)
 
 
 def _numbers(value: Any) -> Any:
@@ -154,7 +157,7 @@ def _numbers(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    return str(value)
+    return redact(str(value))
 
 
 def _kind(mode: int) -> str:

@@ -35,10 +35,10 @@ import yaml
 
 from rlpilot.config import safe_yaml
 from rlpilot.config.load import field_type, load_config
-from rlpilot.config.schema import solved_threshold
+from rlpilot.config.schema import field_problems, solved_threshold
 from rlpilot.errors import UserError
 from rlpilot.files import dumps
-from rlpilot.redact import redact, redact_url
+from rlpilot.redact import redact, redact_data, redact_url
 from rlpilot.runs import atomic_write, load_run, try_lock
 from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_member, worker_pool
 
@@ -111,6 +111,8 @@ def _number(text: str, key: str, integer: bool) -> float | int:
         value = float(text)
     except ValueError:
         raise UserError(f"--param {key}: '{text}' is not a number") from None
+    if not math.isfinite(value):
+        raise UserError(f"--param {key}: a bound must be a finite number (got {text})")
     if integer:
         if not value.is_integer():
             raise UserError(f"--param {key}: {key} is an integer setting; give integer bounds (got {text})")
@@ -266,7 +268,7 @@ def create_study(spec: TuneSpec, out: Path, storage_url: str | None, name: str |
     name = name or f"rlpilot-{spec.preset}"
     storage = open_storage(url)  # an unreachable database: one line, nothing written yet
     out.mkdir(parents=True, exist_ok=True)
-    identity = spec.identity()
+    identity = redact_data(spec.identity())  # stored in the study: a --set value's secret never is
     study = optuna.create_study(study_name=name, storage=storage, direction=spec.direction, load_if_exists=True)
     stored = study.user_attrs.get("rlpilot")
     if stored is None:
@@ -409,7 +411,7 @@ def worker(study: Study, trials: int, mlflow_uri: str | None = None) -> int:
             trial.set_user_attr("interrupted", True)
             raise KeyboardInterrupt from None
         except UserError as exc:
-            trial.set_user_attr("error", str(exc))
+            trial.set_user_attr("error", redact(str(exc)))  # stored in the study, printed below
             raise
 
     invalid = 0
@@ -692,7 +694,7 @@ def summarize(study: Study, optuna_study, *, check_result: dict | None = None) -
         best_path, command = write_best(study, complete[0]["params"])
         result.update(best_path=str(best_path), command=command, best=complete[0])
         text += f"\nBest configuration: `{best_path}`\n\n    {command}\n"
-        result["text"] = text
+    result["text"] = text = redact(text)  # printed too; the --set values a search starts from may hold a secret
     atomic_write(study.out / "summary.md", text)
     atomic_write(
         study.out / "summary.json",
@@ -749,15 +751,18 @@ def controller_space(params: list[str]) -> list[Param]:
         key, sep, value = (part.strip() for part in item.partition("="))
         if not sep or not key or not value:
             raise UserError(f"--param expects key=low:high[:log] or key=a,b,c, got '{item}'")
-        if "," in value:
-            space.append(Param(key=key, choices=[c.strip() for c in value.split(",") if c.strip()]))
+        if "," in value:  # each choice as YAML reads it (2.0 a number, pd a string), finite
+            choices = [safe_yaml.load(c.strip(), source=f"--param {key}") for c in value.split(",") if c.strip()]
+            if problems := field_problems(f"--param {key}", choices, {"finite_items": True}):
+                raise UserError(problems[0])
+            space.append(Param(key=key, choices=choices))
             continue
         parts = value.split(":")
         if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
             raise UserError(f"--param {key}={value}: a range is low:high or low:high:log; choices are a,b,c")
         low, high = (_number(part, key, False) for part in parts[:2])
-        if not low < high or (len(parts) == 3 and low <= 0):
-            raise UserError(f"--param {key}={value}: low must be below high (and above 0 for a log range)")
+        if not low < high or not math.isfinite(high - low) or (len(parts) == 3 and low <= 0):
+            raise UserError(f"--param {key}={value}: low below high, a finite range (above 0 for log)")
         space.append(Param(key=key, low=low, high=high, log=len(parts) == 3))
     if not space:
         raise UserError("rlpilot tune --controller needs a search space: --param kp=low:high[:log] (repeatable)")
@@ -819,10 +824,19 @@ def tune_controller(
     remaining = trials - len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
     if remaining > 0:
 
-        def objective(trial) -> float:
-            return float(returns({p.key: p.suggest(trial) for p in space}, episodes, seed_start).mean())
+        def objective(trial) -> float:  # arguments the controller raises at or acts NaN with: a failed trial
+            try:
+                return float(returns({p.key: p.suggest(trial) for p in space}, episodes, seed_start).mean())
+            except UserError as exc:
+                trial.set_user_attr("error", redact(str(exc)))
+                print(f"  trial {trial.number}: failed: {trial.user_attrs['error']}", flush=True)
+                return float("nan")  # Optuna fails it (its own warning is silenced: the line above says why)
 
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
         study.optimize(objective, n_trials=remaining)
+    if not any(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials):
+        first = next((t.user_attrs["error"] for t in study.trials if "error" in t.user_attrs), "no trial ran")
+        raise UserError(f"no trial of {len(study.trials)} completed; the first: {first}")
     best = dict(study.best_params)
     result = {"controller": controller, "env": plain.id, "trials": len(study.trials), "best": {**fixed, **best},
               "tuning": {"episodes": episodes, "seed_start": seed_start, "mean_return": study.best_value}}  # fmt: skip

@@ -21,6 +21,7 @@ import yaml
 
 from rlpilot import registry
 from rlpilot.errors import UserError
+from rlpilot.redact import redact_data
 
 if TYPE_CHECKING:
     import torch
@@ -82,6 +83,8 @@ def field_problems(key: str, value: Any, rule: dict) -> list[str]:
         return []
     if isinstance(value, float) and not math.isfinite(value):
         return [f"{key} must be a finite number (got {value})"]
+    if rule.get("finite_items") and (bad := _first_nonfinite(value, key)):
+        return [f"{bad[0]} must be a finite number (got {bad[1]}): a controller computes with it"]
     if "controller" in rule and value not in rule["controller"] and not CONTROLLER_PATH.fullmatch(str(value)):
         return [f"{key} must be one of {', '.join(rule['controller'])} or package.module:Class (got '{value}')"]
     if "choices" in rule and value not in rule["choices"]:
@@ -110,6 +113,14 @@ def section_problems(section: Any, prefix: str) -> list[str]:
         for f in dataclasses.fields(section)
         for problem in field_problems(f"{prefix}.{f.name}", getattr(section, f.name), f.metadata)
     ]
+
+
+def _first_nonfinite(value: Any, key: str) -> tuple[str, float] | None:
+    """The first NaN or inf inside mappings and lists, as ``(key.path, value)``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return key, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return next((bad for k, item in items if (bad := _first_nonfinite(item, f"{key}.{k}"))), None)
 
 
 @dataclass
@@ -160,7 +171,7 @@ class EnvConfig:
     ``torch.nn.Module`` following ``rlpilot.controllers.Controller`` (docs/your-controller.md). The policy's
     last layer starts at zero, so training starts at the controller's score; ``rlpilot export`` writes
     controller + policy as one artifact. ``none``: off."""
-    base_controller_kwargs: dict = field(default_factory=dict)
+    base_controller_kwargs: dict = _check(factory=dict, finite_items=True)
     """Keyword arguments the base controller is built with (``{kp: 2.0, ki: 0.5}``): a user's controller's
     constructor arguments, or the arm controllers' gains (``kp``, ``kd``, ``ki``; ``adaptive-pd``: its schedule's
     and estimator's constants, ``rlpilot.envs.arm.adaptive.ADAPTIVE_GAINS``)."""
@@ -628,7 +639,8 @@ class Config:
         return {"algo": self.algo, **{name: data[name] for name in self.sections}, "preset": self.preset}
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        """A config file (``config.yaml``, ``best.yaml``), secrets as ``***`` (:func:`redact_data`)."""
+        return yaml.safe_dump(redact_data(self.to_dict()), sort_keys=False)
 
     def validate(self) -> Config:
         registry.algorithm(self.algo)

@@ -125,7 +125,7 @@ def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) ->
             gains=env_cfg.residual_mode == "gains",
         )
         law = ResidualLaw.from_config(env_cfg, controller, vector_env.single_observation_space)
-        return ResidualVectorEnv(vector_env, controller, law)
+        return ResidualVectorEnv(vector_env, controller, law, env_cfg.base_controller)
     except UserError:
         vector_env.close()
         raise

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from rlpilot.config.schema import EnvConfig
-from rlpilot.controllers import apply_controller, check_gate_signal, is_user_controller
+from rlpilot.controllers import CheckedController, all_finite, check_gate_signal, is_user_controller
 from rlpilot.envs.arm.controllers import ARM_ERROR_MONITOR
 from rlpilot.errors import UserError
 
@@ -159,7 +159,12 @@ class ResidualLaw:
 
 
 class ResidualVectorEnv(gym.vector.VectorWrapper):
-    def __init__(self, env: gym.vector.VectorEnv, controller, law: ResidualLaw):
+    """The vector env with ``controller`` (named ``name``) inside, the policy's action entering it by ``law``.
+    ``controller`` and ``law`` are kept as configured (what ``rlpilot export`` traces); each step calls them
+    through a :class:`~rlpilot.controllers.CheckedController`, so a controller (or its ``gate_signal``) that
+    raises, changes its shape or returns NaN or inf is one line naming it, never a NaN reward blamed on the env."""
+
+    def __init__(self, env: gym.vector.VectorEnv, controller, law: ResidualLaw, name: str = "base"):
         super().__init__(env)
         space = env.single_action_space
         if not isinstance(space, gym.spaces.Box):
@@ -169,15 +174,15 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
             self.single_action_space = gym.spaces.Box(-1.0, 1.0, (gains,), np.float32)
             self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
         self.controller, self.law = controller, law
+        self.checked = CheckedController(controller, name, space.shape)
+        self._law = replace(law, signal=self.checked.gate_signal) if callable(law.signal) else law
         self.low, self.high = env.action_space.low, env.action_space.high
         self._observation: np.ndarray | None = None
 
     def reset(self, *, seed=None, options=None):
         observation, info = self.env.reset(seed=seed, options=options)
         mask = None if options is None else options.get("reset_mask")
-        reset = getattr(self.controller, "reset", None)
-        if reset is not None:
-            reset(mask)
+        self.checked.reset(mask)
         if mask is None or self._observation is None:
             self._observation = np.array(observation, copy=True)
         else:
@@ -188,11 +193,23 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         observation = torch.as_tensor(self._observation, dtype=torch.float32)
         action = torch.as_tensor(np.asarray(actions), dtype=torch.float32)
         with torch.no_grad():  # the base for the whole batch, from the observations the policy acted on
-            gains, added = self.law.terms(action, observation)
-            base = apply_controller(self.controller, observation, gains)
+            gains, added = self._law.terms(action, observation)
+            if not all_finite(added if gains is None else gains):  # the policy's, before the controller sees it
+                raise UserError(self._policy_problem(added if gains is None else gains))
+            base = self.checked(observation, gains)
             total = np.clip((base + added).numpy(), self.low, self.high)
         observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
         self._observation = np.array(observation, copy=True)
         if self.law.penalty:  # straying from the base controller costs (env.residual_penalty)
             reward = reward - self.law.penalty * np.square(np.asarray(actions, dtype=np.float64)).sum(axis=-1)
         return observation, reward, terminated, truncated, info
+
+    def _policy_problem(self, terms: torch.Tensor) -> str:
+        """Non-finite gains or corrections come from the residual policy's actions, not the controller."""
+        envs = (~torch.isfinite(terms.reshape(len(terms), -1))).any(-1).nonzero().view(-1).tolist()
+        what = "gain multipliers" if self.law.mode == "gains" else "corrections"
+        return (
+            f"the residual policy's actions give non-finite {what} (NaN or inf) in env(s) {envs[:5]}, before "
+            f"controller '{self.checked.name}' is called: the policy diverged (rlpilot doctor RUN says why); "
+            "retrain, or use --checkpoint best"
+        )

@@ -16,6 +16,7 @@ from rlpilot.config.load import apply_overrides
 from rlpilot.config.schema import Config
 from rlpilot.errors import UserError
 from rlpilot.loop.monitor import Progress
+from rlpilot.redact import redact_data
 from rlpilot.runs import CHECKPOINT_FORMAT, Run
 
 RESUME_SEED_STRIDE = 7_919  # envs restart with fresh episodes after a resume, on a different seed
@@ -68,7 +69,7 @@ def checkpoint(config: Config, trainable, progress: Progress) -> dict:
         "format": CHECKPOINT_FORMAT,
         "algo": config.algo,
         "subject": config.subject,
-        "config": config.to_dict(),
+        "config": redact_data(config.to_dict()),  # as config.yaml holds it: no secret, and resume compares the two
         "state": trainable.state_dict(),
         "frames": progress.frames,
         "progress": progress.state_dict(),
