@@ -16,12 +16,22 @@ disabled. Every 2-5 minutes (seeded) one fault, in turn:
   the first has a member: the second must be refused (exit 2, one line), the first must finish (exit 0) with
   its member's config.yaml, meta.json and checkpoint intact.
 
+``--ray``: the run collects on two Ray actors of a local cluster (``--ray local``, ``collect.workers=2``), every
+resume too, and one more fault joins the rotation:
+
+- ``actor_kill``: SIGKILL of one collection actor: a ``worker_replaced`` event must follow and the run train on.
+
+After every end of the learner's process (SIGTERM, SIGKILL, a signal while it starts, a failed write) no process
+of its cluster may remain (``rlpilot.cluster.owned_processes``; counted in ``leftover_processes``).
+
 At the end: frames in metrics.csv strictly increasing (no duplicated row), every restart accounted for by a
 ``resume`` event and ``meta.json``'s ``resumes``, resident memory of each process after its warm-up
 (growth < 10%), the NaN events, and the final greedy return over 100 episodes (``rlpilot eval``; CartPole's
 maximum is 500, which an uninterrupted ppo-cartpole run holds once trained this long).
 
     python benchmarks/fault_soak.py --minutes 60 --out benchmarks/results/fault_soak-DATE.txt
+    python benchmarks/fault_soak.py --ray --minutes 60 --fault-every 60 150 \\
+        --out benchmarks/results/fault_soak_ray-DATE.txt
 """
 
 from __future__ import annotations
@@ -42,7 +52,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import stamp  # noqa: E402
 
-FAULTS = ("sigkill", "sigterm", "write_error", "second_writer", "startup_signal", "second_sweep")
+FAULTS = ("sigkill", "sigterm", "write_error", "second_writer", "startup_signal", "second_sweep", "actor_kill")
+RAY_FAULTS = ("actor_kill", "sigterm", "actor_kill", "sigkill", "actor_kill", "startup_signal", "second_writer")
+RAY = ["--ray", "local", "--set", "collect.workers=2"]
 SWEEP = ["ppo-cartpole", "--seeds", "1", "--workers", "1", "--set", "train.total_frames=16384"]
 SWEEP += ["--set", "train.stop_when_solved=false", "--set", "train.loggers=[]"]
 SETTINGS = [
@@ -55,7 +67,13 @@ SETTINGS = [
 ]
 
 
+RAY_MODE: list[str] = []  # RAY when --ray: added to every train command
+
+
 def cli(*args: str, limit_bytes: int | None = None) -> subprocess.Popen:
+    if args and args[0] == "train":
+        args = (*args, *RAY_MODE)
+
     def limit() -> None:
         if limit_bytes is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
@@ -90,7 +108,7 @@ def logged_frames(run_dir: Path) -> list[float]:
     return [float(line.split(",")[0]) for line in lines if line]
 
 
-def wait_training(run_dir: Path, process: subprocess.Popen, after: float, timeout: float = 180) -> None:
+def wait_training(run_dir: Path, process: subprocess.Popen, after: float, timeout: float = 300) -> None:
     """Until the process has logged a row past ``after`` frames (it is in the loop, signals handled)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -132,6 +150,50 @@ def startup_signal(run_dir: Path, rng: random.Random) -> dict:
     return result
 
 
+def actor_pids(learner: int) -> list[int]:
+    """The collection actors of ``learner``'s local cluster."""
+    from rlpilot.cluster import owned_processes
+
+    actors = []
+    for pid in owned_processes(learner):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::CollectionActor"):
+                actors.append(pid)
+        except OSError:
+            continue
+    return actors
+
+
+def replaced_events(run_dir: Path) -> int:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return sum(json.loads(line)["event"] == "worker_replaced" for line in lines if line.strip())
+
+
+def actor_kill(run_dir: Path, learner: subprocess.Popen, rng: random.Random) -> dict:
+    """SIGKILL of one actor; the learner must log a ``worker_replaced`` event and train on past it."""
+    actors = actor_pids(learner.pid)
+    assert actors, "no collection actor to kill"
+    before, victim = replaced_events(run_dir), rng.choice(actors)
+    os.kill(victim, signal.SIGKILL)
+    frames = logged_frames(run_dir)[-1]
+    deadline = time.time() + 300
+    while replaced_events(run_dir) == before or logged_frames(run_dir)[-1] <= frames:
+        assert learner.poll() is None, learner.stderr.read()[-2000:]
+        assert time.time() < deadline, "no replacement within 300 s"
+        time.sleep(0.5)
+    return {"actor": victim, "replaced": replaced_events(run_dir) - before}
+
+
+def leftovers(learner: int) -> int:
+    """Processes of ``learner``'s local cluster still running 60 s after it ended (0 is the requirement)."""
+    from rlpilot.cluster import owned_processes
+
+    deadline = time.time() + 60
+    while owned_processes(learner) and time.time() < deadline:
+        time.sleep(0.5)
+    return len(owned_processes(learner))
+
+
 def second_sweep(out: Path) -> dict:
     """Two sweeps on ``out``: the second is refused in one line while the first trains; the first finishes
     with its member intact."""
@@ -160,11 +222,16 @@ def main() -> None:
     parser.add_argument("--out", help="result file (stamped; JSON beside it)")
     parser.add_argument(
         "--faults",
-        default=",".join(FAULTS),
-        help=f"comma-separated, injected in this order (default: {','.join(FAULTS)})",
+        help=f"comma-separated, injected in this order (default: {','.join(FAULTS[:-1])}; with --ray "
+        f"{','.join(RAY_FAULTS)})",
     )
+    parser.add_argument("--ray", action="store_true", help="collect on two actors of a local Ray cluster")
     args = parser.parse_args()
-    faults = [name.strip() for name in args.faults.split(",") if name.strip()]
+    if args.ray:
+        RAY_MODE.extend(RAY)
+        sys.path.insert(0, str(HERE.parent / "src"))
+    default = RAY_FAULTS if args.ray else FAULTS[:-1]
+    faults = [name.strip() for name in (args.faults or ",".join(default)).split(",") if name.strip()]
     if unknown := [name for name in faults if name not in FAULTS]:
         parser.error(f"unknown fault(s) {', '.join(unknown)}; choose from {', '.join(FAULTS)}")
     rng = random.Random(args.seed)
@@ -176,7 +243,7 @@ def main() -> None:
     wait_training(run_dir, process, after=0)
     log: list[dict] = []
     rss: dict[int, list[float]] = {}
-    restarts = 0
+    restarts, left = 0, []
     fault_index = 0
     next_fault = time.time() + rng.uniform(*args.fault_every)
     while time.time() - start < args.minutes * 60:
@@ -198,10 +265,15 @@ def main() -> None:
             assert second.returncode == 2 and len(stderr.strip().splitlines()) == 1, stderr
         elif fault == "second_sweep":
             event.update(second_sweep(Path(tempfile.mkdtemp(prefix="fault-soak-sweep-")) / "sweep"))
+        elif fault == "actor_kill":
+            event.update(actor_kill(run_dir, process, rng))
         else:
             process.send_signal(signal.SIGTERM if fault == "sigterm" else signal.SIGKILL)
             stdout, stderr = process.communicate(timeout=300)
             event["exit"] = process.returncode
+            if args.ray:
+                event["leftover_processes"] = leftovers(process.pid)
+                left.append(event["leftover_processes"])
             if fault == "sigterm":
                 assert process.returncode == 143, stderr
             if fault == "startup_signal":  # a resume signalled while it starts (imports, envs, networks)
@@ -223,10 +295,14 @@ def main() -> None:
         next_fault = time.time() + rng.uniform(*args.fault_every)
     process.send_signal(signal.SIGTERM)
     process.communicate(timeout=300)
-    report(run_dir, log, rss, restarts, lines, args)
+    if args.ray:
+        left.append(leftovers(process.pid))
+    report(run_dir, log, rss, restarts, lines, args, left)
 
 
-def report(run_dir: Path, log: list[dict], rss: dict[int, list[float]], restarts: int, lines: list[str], args) -> None:
+def report(
+    run_dir: Path, log: list[dict], rss: dict[int, list[float]], restarts: int, lines: list[str], args, left: list
+) -> None:
     frames = logged_frames(run_dir)
     meta = json.loads((run_dir / "meta.json").read_text())
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
@@ -251,6 +327,10 @@ def report(run_dir: Path, log: list[dict], rss: dict[int, list[float]], restarts
         "nonfinite_observation_events": nan_events,
         "rss_growth_percent_per_process": growth,
         "final_status": meta["status"],
+        "ray": bool(args.ray),
+        "worker_replaced_events": sum(e["event"] == "worker_replaced" for e in events),
+        "learner_exits_checked_for_leftovers": len(left),
+        "leftover_processes": sum(left),
         "final_eval_100_episodes": evaluation,
     }
     lines += [f"{key}: {json.dumps(value)}" for key, value in summary.items()]

@@ -37,7 +37,9 @@ def loopback_ray():
     runs them all, so one cluster serves them."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+        ray.init(
+            address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1"
+        )
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")  # every listener on loopback
     return ray
 

@@ -100,6 +100,7 @@ def _session(ray, address: str, workers: int, *, started: bool):
             _init(
                 ray,
                 owned=True,
+                address="local",  # a new cluster, never one `ray start` (or another run) left on this machine
                 num_cpus=workers,
                 include_dashboard=False,
                 log_to_driver=False,

@@ -404,7 +404,8 @@ def run_bench(
         f"it at or above the threshold while training goes on (mean over solved seeds); wall time measured with "
         f"{workers} run{'s' if workers != 1 else ''} at a time. Command: "
         f"`rlpilot bench --seeds {seeds} --workers {workers}"
-        f"{' --presets ' + ','.join(presets) if presets else ''}`; "
+        f"{' --presets ' + ','.join(presets) if presets else ''}"
+        f"{''.join(f' --set {item}' for item in overrides or [])}`; "
         f"{time.strftime('%Y-%m-%d')}, rlpilot at {', '.join(sorted(revisions)) or 'unknown revision'}, load "
         f"average {load_start[0]:.2f} at the start, {load_end[0]:.2f} at the end.\n"
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_runner import SRC, start_cli
+from cli_runner import SRC, TESTS, cli_command, cli_env, start_cli
 from rlpilot.cli import main
 from rlpilot.cluster import owned_processes
 
@@ -109,9 +109,13 @@ def test_sigterm_while_ray_starts_is_one_line_and_leaves_no_ray_process(tmp_path
 def test_a_simulator_that_crashes_in_an_actor_is_one_line_and_leaves_no_ray_process(tmp_path):
     """A run collecting on a local cluster whose env raises inside an actor: one line naming what it raised, exit 2,
     and no process of its cluster (GCS, raylet, agents, actors) left. SIGTERM and SIGKILL mid-run:
-    tests/smoke/test_distributed.py."""
-    process = start_cli("train", "ppo", "CartPole-v1", "--frames", 100_000, "--run-dir", tmp_path / "run",
-                        "--ray", "local", *RAY_RUN, "--set", "env.kwargs={step_ms: 5, fail_after: 40}")  # fmt: skip
+    tests/smoke/test_distributed.py. ``--ray local`` starts a cluster of its own even where Ray would join another
+    (``RAY_ADDRESS`` set, or a cluster that ``ray start`` left on the machine): here a dead address."""
+    args = ["train", "ppo", "CartPole-v1", "--frames", 100_000, "--run-dir", tmp_path / "run", "--ray", "local",
+            *RAY_RUN, "--set", "env.kwargs={step_ms: 5, fail_after: 40}"]  # fmt: skip
+    process = subprocess.Popen(
+        cli_command(args), stderr=subprocess.PIPE, text=True, cwd=TESTS, env=cli_env(RAY_ADDRESS="127.0.0.1:1")
+    )
     try:
         _, err = process.communicate(timeout=GENEROUS_S)
     finally:

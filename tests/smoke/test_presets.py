@@ -26,7 +26,10 @@ SMOKE_OVERRIDES = {
 # ppo-carracing-discrete runs the ppo-carracing pipeline with a discrete head (~17 s): in make test-all
 @pytest.mark.parametrize(
     "preset",
-    [pytest.param(p, marks=pytest.mark.slow) if p == "ppo-carracing-discrete" else p for p in CONTROL_PRESETS],
+    [
+        *(p for p in CONTROL_PRESETS if p != "ppo-carracing-discrete"),
+        pytest.param("ppo-carracing-discrete", marks=pytest.mark.slow),
+    ],
 )
 def test_preset_runs_and_writes_the_run_directory(preset, tmp_path):
     shrink = SMOKE_OVERRIDES.get(preset, [])

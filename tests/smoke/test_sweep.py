@@ -99,7 +99,25 @@ def test_sweep_on_a_local_ray_cluster_stays_on_loopback(tmp_path, loopback_ray):
         assert row["final_mean"] == pytest.approx(finals.mean())
 
 
-@pytest.mark.slow  # ~30 s (make test-all; kept out of make test's 10 minutes)
+def test_bench_replaces_its_marked_block_and_takes_overrides(tmp_path):
+    """The table between the markers of a results page (the rest kept), its seeds from 100, ``--set`` applied to
+    every run and named in the table's command; one-batch runs (whether they solve: the slow test below)."""
+    from rlpilot.sweep import run_bench
+
+    results = tmp_path / "results.md"
+    results.write_text("# Results\n\nkept\n\n<!-- bench:start -->\nold table\n<!-- bench:end -->\n\ntail kept\n")
+    table = run_bench(
+        seeds=1, out=tmp_path / "bench", workers=1, results=results, presets=["ppo-cartpole"],
+        overrides=["train.total_frames=1"],
+    )  # fmt: skip
+    text = results.read_text()
+    assert "old table" not in text and "kept" in text and "tail kept" in text and table in text
+    run = load_run(tmp_path / "bench" / "ppo-cartpole" / "default" / "s100")
+    assert run.meta()["seed"] == 100 and run.frames == run.config().frames_per_batch  # one batch: the override
+    assert "| `ppo-cartpole` | CartPole-v1 | 1 |" in table and "--set train.total_frames=1" in table
+
+
+@pytest.mark.slow  # ~30 s: two seeds trained until they solve (make test-all)
 def test_bench_writes_its_table_between_markers(tmp_path):
     from rlpilot.sweep import run_bench
 
