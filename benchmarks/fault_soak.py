@@ -287,7 +287,9 @@ def main() -> None:
                 event.update(write_error_exit=failing.returncode, status=meta["status"], reason=meta.get("reason"))
                 restarts += 1
             restarts += 1
-            resumed_from = checkpoint_frames(run_dir)
+            # past every row logged before the fault (a killed run logged rows past its checkpoint): the resumed
+            # process is in its loop, its actors started
+            resumed_from = max(checkpoint_frames(run_dir), logged_frames(run_dir)[-1])
             process = cli("train", "--resume", str(run_dir), "--trust-code", "-q")
             wait_training(run_dir, process, after=resumed_from)
         log.append(event)

@@ -125,13 +125,19 @@ def test_sac_collects_asynchronously_and_keeps_its_update_to_data_ratio(tmp_path
     assert max(lags) >= 1.0  # actors collected while the learner learned
 
 
-def test_an_actor_killed_mid_run_is_replaced_and_the_run_finishes(tmp_path, loopback_ray):
+@pytest.mark.parametrize("when", ["mid-run", "while it starts"])
+def test_an_actor_killed_is_replaced_and_the_run_finishes(tmp_path, loopback_ray, when):
+    """An actor SIGKILLed mid-run, or as soon as its process exists (while it imports and builds its envs):
+    a replacement takes its place, with one ``worker_replaced`` event, and the run finishes."""
     path = tmp_path / "killed"
     victims: list[int] = []
     _wait_for(lambda: not _actor_pids(), timeout=60)  # the actors of earlier tests have exited
 
     def kill_one_actor():
-        _wait_for(lambda: (path / "metrics.csv").exists() and len(_actor_pids()) >= 2)
+        if when == "mid-run":
+            _wait_for(lambda: (path / "metrics.csv").exists() and len(_actor_pids()) >= 2)
+        else:
+            _wait_for(lambda: len(_actor_pids()) >= 1, timeout=240)
         victims.append(_actor_pids()[0])
         os.kill(victims[0], signal.SIGKILL)
 

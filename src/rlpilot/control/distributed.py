@@ -41,6 +41,7 @@ REPLACEMENT_SEED_STRIDE = 1_000_003
 """A replacement actor's env seeds: the dead one's plus this times the replacements so far (fresh episodes)."""
 
 
+SAME_ENVIRONMENT = "every Ray node needs the same environment (the same .venv) and the env's module importable"
 DRIVER_WATCH_S = 0.25
 """How often an actor on the learner's machine checks that the learner process still runs."""
 
@@ -169,14 +170,15 @@ class RayCollection:
         self.remote_class = ray.remote(num_cpus=1, max_restarts=0)(CollectionActor)
         self.learner = (ray.get_runtime_context().get_node_id(), os.getpid())
         self.replacements = 0
+        self.events: list[dict] = []
         self.actors = [self._start(index) for index in range(self.workers)]
-        self.pids = self._ready()
+        self.pids = [0] * self.workers
+        self._ready()
         self.version = -1
         self.weights = None
         self.weight_bytes = 0
         self.pending: dict = {}  # ref -> actor index (asynchronous: every actor has one batch in flight)
         self.episodes = FinishedEpisodes()
-        self.events: list[dict] = []
         self.last_metrics: dict[str, float] = {}
         self.sent_bytes = 0
         self.last_return = time.perf_counter()
@@ -186,27 +188,39 @@ class RayCollection:
         seed = self.seed + index * self.envs_per_actor + REPLACEMENT_SEED_STRIDE * self.replacements
         return self.remote_class.remote(self.config, seed=seed, obs_norm=self.obs_norm, learner=self.learner)
 
-    def _ready(self) -> list[int]:
-        """Waits for every actor to be built; an actor that cannot build its env is one line."""
+    def _ready(self) -> None:
+        """Waits for every actor to be built (they build side by side); one that dies meanwhile (killed, its node
+        gone) is replaced as during the run."""
+        for index in range(self.workers):
+            try:
+                self.pids[index] = self._started(index)
+            except self.ray.exceptions.RayActorError as exc:
+                self._replace(index, exc)
+
+    def _started(self, index: int) -> int:
+        """Actor ``index``'s process id once it is built. One that could not build (its env or the env's module
+        raised) is one line; one that died is Ray's ``RayActorError`` (the caller replaces it)."""
         try:
-            return self.ray.get([actor.pid.remote() for actor in self.actors])
+            return self.ray.get(self.actors[index].pid.remote())
         except self.ray.exceptions.RayTaskError as exc:
             raise UserError(f"a collection actor could not start: {_cause(exc)}") from None
         except self.ray.exceptions.RayActorError as exc:
-            raise UserError(
-                f"a collection actor could not start ({_cause(exc)}): every Ray node needs the same environment "
-                "(the same .venv) and the env's module importable"
-            ) from None
+            if getattr(exc, "actor_init_failed", False):
+                raise UserError(f"a collection actor could not start ({_cause(exc)}): {SAME_ENVIRONMENT}") from None
+            raise
 
     def _replace(self, index: int, error: Exception) -> None:
         while True:  # a replacement placed on a node that is going too (not yet marked dead) dies as well
             self.replacements += 1
             if self.replacements > MAX_REPLACEMENTS:
-                raise UserError(f"collection actors died {self.replacements} times (last: {_cause(error)}); stopping")
+                raise UserError(
+                    f"collection actors died {self.replacements} times (last: {_cause(error)}); stopping "
+                    f"({SAME_ENVIRONMENT})"
+                )
             self.ray.kill(self.actors[index], no_restart=True)
             self.actors[index] = self._start(index)
             try:
-                self.pids[index] = self.ray.get(self.actors[index].pid.remote())
+                self.pids[index] = self._started(index)
                 break
             except self.ray.exceptions.RayActorError as exc:
                 error = exc
