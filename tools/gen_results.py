@@ -571,8 +571,9 @@ def suite_time_table(_newest: Path) -> str:
         stamp = data["stamp"]
         counts = ", ".join(f"{n} {kind}" for kind, n in data["counts"].items()) or "no pytest summary"
         minutes, seconds = divmod(round(data["wall_s"]), 60)
+        busy = f" beside {data['busy']} busy processes" if data.get("busy") else ""
         rows.append(
-            f"| `make {data['target']}` | {minutes} min {seconds:02d} s | {counts} | exit {data['returncode']} | "
+            f"| `make {data['target']}`{busy} | {minutes} min {seconds:02d} s | {counts} | exit {data['returncode']} | "
             f"{stamp_value(stamp, 'date')[:16]} | {stamp_value(stamp, 'commit')[:12]} | "
             f"{stamp_value(stamp, 'load at start').split(' (')[0]} | `{path.name}` |"
         )

@@ -16,7 +16,6 @@ from torchrl.envs import TransformedEnv
 
 from rlpilot.config.schema import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
-from rlpilot.controllers import checked_output
 from rlpilot.envs.make import make_env, single_spaces
 from rlpilot.errors import UserError
 from rlpilot.files import own_file
@@ -94,12 +93,8 @@ def playable(
             raise UserError(f"{path.name}.json names an env that cannot be built here: {exc}") from None
         check_signature_fits(signature, f"{path.name}.json", *single_spaces(env_config))
 
-        base = (signature.get("controller") or {}).get("base")
-        who = f"{path.name} (controller {base} + policy)" if base else path.name
-
-        def act(observation: torch.Tensor) -> torch.Tensor:  # its actions checked per batch, as a live controller's
-            action = torch.as_tensor(run_artifact(observation.numpy()))
-            return checked_output(action, observation, who, None, "actions", "when played")
+        def act(observation: torch.Tensor) -> torch.Tensor:  # its outputs checked every step (CheckedStep)
+            return torch.as_tensor(run_artifact(observation.numpy()))
 
         if hasattr(run_artifact, "reset"):  # a controller with state: eval's loop starts each episode from zeros
             act.reset = run_artifact.reset

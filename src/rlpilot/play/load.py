@@ -143,7 +143,8 @@ def load_artifact(
         raise UserError(f"{path}: running an onnx policy needs onnxruntime: pip install 'rlpilot[export]'") from None
     except Exception as exc:  # truncated, overwritten, or another kind of file under the artifact's name
         raise UserError(f"{path} cannot be loaded as a {fmt} policy ({type(exc).__name__}); {AGAIN}") from None
-    run = CheckedStep(BoundedStep(step, stop, what=str(path), limit_s=step_limit_s), shapes, path)
+    base = (signature.get("controller") or {}).get("base")
+    run = CheckedStep(BoundedStep(step, stop, what=str(path), limit_s=step_limit_s), shapes, path, base)
     run.probe()
     return (StatefulArtifact(run, shapes.state_size) if shapes.state_size else run), signature
 
@@ -171,8 +172,10 @@ class CheckedStep:
     the signature's declared shapes and dtypes every call, actions checked too (an index within ``[0, n)``, a
     one-hot row, finite box values); anything else, or an error the runtime raises, is one line naming the file."""
 
-    def __init__(self, step: BoundedStep, shapes: Declared, path: Path):
+    def __init__(self, step: BoundedStep, shapes: Declared, path: Path, base: str | None = None):
+        """``base``: the controller exported with the policy (named when the actions go wrong)."""
         self.step, self.shapes, self.path = step, shapes, path
+        self.who = f"{path.name} (controller {base} + policy)" if base else str(path)
 
     def probe(self) -> None:
         """One step on zeros (two rows) before any is played: the runtime accepts the declared inputs and
@@ -222,7 +225,7 @@ class CheckedStep:
                 f"actions outside [0, {n})" if action.size and not (0 <= action.min() and action.max() < n) else None
             )
         if wrong:
-            raise UserError(f"{self.path} returned {wrong}: the artifact does not act on this env; {AGAIN}")
+            raise UserError(f"{self.who} returned {wrong} when played: the artifact does not act on this env; {AGAIN}")
 
 
 def _first_line(exc: Exception) -> str:
