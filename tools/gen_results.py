@@ -530,6 +530,35 @@ def fault_soak_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def fault_soak_ray_table(path: Path) -> str:
+    """benchmarks/fault_soak.py --ray: the run collected on two Ray actors; actor kills, learner signals, and the
+    processes of its local cluster left after each end of the learner."""
+    data = json.loads(path.read_text())
+    faults = data["faults"]
+    counts: dict[str, int] = {}
+    for fault in faults:
+        counts[fault["fault"]] = counts.get(fault["fault"], 0) + 1
+    kills = [fault for fault in faults if fault["fault"] == "actor_kill"]
+    signals = [fault for fault in faults if fault["fault"] in ("sigterm", "sigkill", "startup_signal")]
+    exits = ", ".join(f"{fault['fault']} {fault['exit']}" for fault in signals) or "-"
+    rows = [
+        ("minutes of training (2 actors of a local Ray cluster)", f"{data['minutes']:g}"),
+        ("faults injected", ", ".join(f"{name} x{n}" for name, n in counts.items())),
+        ("actors killed; replacements logged", f"{len(kills)}; {sum(k['replaced'] for k in kills)}"),
+        ("learner exits", exits),
+        ("learner ends checked; Ray processes left 60 s after", f"{data['learner_exits_checked_for_leftovers']}; "
+         f"{data['leftover_processes']}"),
+        ("frames trained", f"{data['frames']:,.0f}"),
+        ("metrics.csv rows; frames strictly increasing", f"{data['rows']:,}; {data['frames_strictly_increasing']}"),
+        ("restarts; resume events; meta.json resumes",
+         f"{data['restarts']}; {data['resume_events']}; {data['meta_resumes']}"),
+        ("final greedy evaluation", data["final_eval_100_episodes"]),
+    ]  # fmt: skip
+    lines = ["| measure | value |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)]
+    lines += ["", source_line(path, data["stamp"])]
+    return "\n".join(lines)
+
+
 def scaling_rows(results: list[dict]) -> list[str]:
     """benchmarks/distributed_scaling.py's table: throughput of N actors against N x one actor, per schedule."""
     base = {schedule: results[0][schedule]["fps"] / results[0]["workers"] for schedule in ("sync", "async")}
@@ -1133,6 +1162,7 @@ SOURCES = {
     "update_limit": ("update_cost-*.json", update_limit_table),
     "stays_solved": ("stays_solved-*.json", stays_solved_table),
     "fault_soak": ("fault_soak-*.json", fault_soak_table),
+    "fault_soak_ray": ("fault_soak_ray-*.json", fault_soak_ray_table),
     "distributed_scaling": ("distributed_scaling-*.json", distributed_scaling_table),
     "suite_time": ("suite_time-*.json", suite_time_table),
     "tune_acrobot": ("tune_acrobot-*.json", tune_acrobot_table),

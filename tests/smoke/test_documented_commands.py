@@ -4,7 +4,7 @@ exit and findings must be what the page shows).
 
 The test applies a small budget, never a different command: ``train`` collects one batch (``--frames 1``, a
 resumed run one batch more), ``eval`` plays 2 episodes, ``check`` 3, ``sweep``/``bench``/``tune`` 1 seed and 2
-trials of one-batch runs, at most 4 Ray actors. Placeholders become what they stand for: a run the page made
+trials of one-batch runs, at most 2 Ray actors. Placeholders become what they stand for: a run the page made
 (``RUN``, ``runs/<run>``, ``runs/NAME-s0-*``, a dated run name), seed 0 for ``S``, this test's loopback Ray
 cluster for a cluster address, the user packages of ``tests/docs_pkgs`` for ``mypkg``/``mypackage``, and
 ``examples/`` for the DC motor. What a page assumes exists before its first command (``GIVEN``) is made the
@@ -69,7 +69,7 @@ SLOW_STEPS = {  # CarRacing steps ~1 ms a frame and its CNN is large: smaller ba
     name: ["env.num_envs=2", "ppo.steps_per_env=32", "ppo.minibatch_size=32", "env.max_episode_steps=60"]
     for name in ("ppo-carracing", "ppo-carracing-discrete")
 }
-MAX_ACTORS = 4
+MAX_ACTORS = 2
 
 
 # -- what the pages say ------------------------------------------------------------------------------------------

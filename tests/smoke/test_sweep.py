@@ -45,7 +45,6 @@ def test_iqm_and_bootstrap_by_hand():
     assert low == high == 1.0
 
 
-@pytest.mark.slow  # ~25 s (make test-all; kept out of make test's 10 minutes)
 def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     out = tmp_path / "sweep"
     args = [
@@ -55,7 +54,7 @@ def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
         "sweep",
         "ppo-cartpole",
         "--seeds",
-        "2",
+        "1",
         "--grid",
         "ppo.epochs=2,4",
         "--workers",
@@ -74,7 +73,7 @@ def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     os.killpg(process.pid, signal.SIGKILL)  # the sweep and its workers
     process.wait()
     before = {m: json.loads(m.read_text())["start_time"] for m in finished}
-    assert len(list(out.glob("*/s*/meta.json"))) < 4 or not all(
+    assert len(list(out.glob("*/s*/meta.json"))) < 2 or not all(
         json.loads(m.read_text())["status"] == "finished" for m in out.glob("*/s*/meta.json")
     )
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
@@ -82,7 +81,7 @@ def test_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     for meta, start in before.items():
         assert json.loads(meta.read_text())["start_time"] == start, f"{meta} was run again"
     statuses = [json.loads(m.read_text())["status"] for m in out.glob("*/s*/meta.json")]
-    assert len(statuses) == 4 and set(statuses) <= {"finished", "solved"}
+    assert len(statuses) == 2 and set(statuses) <= {"finished", "solved"}
 
 
 @pytest.mark.xdist_group("ray")  # the test process of every Ray test: one loopback cluster (conftest)

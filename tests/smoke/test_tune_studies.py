@@ -68,7 +68,6 @@ def wait_for(path, timeout=120):
         time.sleep(0.1)
 
 
-@pytest.mark.slow  # a study killed and resumed, ~45 s (make test-all; kept out of make test's 10 minutes)
 def test_killed_study_continues_and_reruns_nothing_finished(tmp_path):
     out = tmp_path / "study"
     process = start_cli(*tune_args(out))
@@ -175,7 +174,6 @@ def test_two_processes_share_a_postgresql_study(tmp_path):
         assert sum((tmp_path / f"host{i}" / "trials" / trial.user_attrs["run_key"]).exists() for i in range(2)) == 1
 
 
-@pytest.mark.slow  # MLflow, ~25 s (make test-all; kept out of make test's 10 minutes)
 def test_mlflow_logger_of_a_run_and_trials_of_a_study(tmp_path, monkeypatch):
     """The `mlflow` train logger (TorchRL's get_logger) writes a local MLflow store an MLflow client reads back,
     and `tune --mlflow` logs each trial as an MLflow run."""
