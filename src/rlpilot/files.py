@@ -9,6 +9,9 @@ device or a pipe, and JSON that is strict (no ``NaN``).
 - :func:`refuse_links`: a run's files are written only inside the run; a symbolic link at a path rlpilot
   writes (``events.jsonl`` pointing elsewhere, ``checkpoints/`` on another disk) is refused in one line.
 - :func:`dumps`: ``json.dumps`` with ``allow_nan=False``; non-finite floats become ``null``.
+- :func:`read_data` / :func:`read_json`: a file rlpilot wrote, read back as data (a run's ``meta.json`` and
+  ``events.jsonl``, an artifact's signature): its size and its nesting are bounded, and a damaged one is one line
+  naming it, never a traceback.
 
 Every ``OSError`` while writing becomes a :class:`~rlpilot.errors.RunWriteError`: one line naming the file.
 """
@@ -152,3 +155,53 @@ def _numbers(value: Any) -> Any:
 
 def _plain(value: Any) -> Any:
     return str(value)
+
+
+MAX_DATA_BYTES = 512 * 2**20
+"""The largest file rlpilot reads back as data (``metrics.csv`` of a 10^9-frame run is ~250 MB)."""
+MAX_NESTING = 32
+"""The deepest nesting of lists and objects in a JSON file rlpilot reads back (what it writes nests 4 deep)."""
+
+
+def read_data(path: Path, advice: str) -> str:
+    """The text of ``path``, refused in one line (a :class:`UserError` ending with ``advice``) when it is larger
+    than :data:`MAX_DATA_BYTES` or not text. A missing file raises ``FileNotFoundError`` for the caller to word."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_DATA_BYTES:
+        raise UserError(
+            f"{path} holds {size:,} bytes, more than rlpilot ever writes there ({MAX_DATA_BYTES:,}); {advice}"
+        )
+    try:
+        return path.read_text()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path} is not text ({exc.reason} at byte {exc.start}); {advice}") from None
+
+
+def read_json(path: Path, advice: str, *, lines: bool = False) -> Any:
+    """``path`` parsed as JSON (``lines``: one value a line, as a list), within :func:`read_data`'s size and
+    :data:`MAX_NESTING`; anything else is one line naming the file and ending with ``advice``."""
+    text = read_data(path, advice)
+    try:
+        values = [json.loads(line) for line in text.splitlines() if line.strip()] if lines else [json.loads(text)]
+    except RecursionError:  # the decoder's own bound (~1,000 levels), before ours
+        values = None
+    except ValueError as exc:
+        raise UserError(f"{path} is not valid JSON (truncated or overwritten: {str(exc)[:80]}); {advice}") from None
+    if values is None or any(nesting(value) > MAX_NESTING for value in values):
+        raise UserError(
+            f"{path} nests lists or objects deeper than {MAX_NESTING} levels: not a file rlpilot wrote; {advice}"
+        )
+    return values if lines else values[0]
+
+
+def nesting(value: Any) -> int:
+    """How deep lists and objects nest in ``value`` (a scalar: 0), found without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_NESTING:  # deeper than the bound is refused anyway: no need to walk further
+                pending.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
