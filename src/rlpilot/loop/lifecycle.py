@@ -12,10 +12,12 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from rlpilot import registry
 from rlpilot.config.load import apply_overrides
-from rlpilot.config.schema import Config
+from rlpilot.config.schema import Config, resolve_device
 from rlpilot.errors import UserError
 from rlpilot.loop.monitor import Progress
+from rlpilot.memory import refuse_beyond
 from rlpilot.runs import CHECKPOINT_FORMAT, Run
 
 RESUME_SEED_STRIDE = 7_919  # envs restart with fresh episodes after a resume, on a different seed
@@ -27,17 +29,11 @@ def seed_everything(seed: int) -> None:
 
 
 def check_memory(config: Config) -> None:
-    """A control run's envs, collected batch and replay buffer must fit in the memory available now
-    (``rlpilot.envs.memory_estimate``); otherwise one line, before anything is allocated."""
-    from rlpilot.envs.make import check_memory as check_env_memory
-
-    algo = config.algo_config
-    check_env_memory(
-        config.env,
-        steps_per_env=getattr(algo, "steps_per_env", 1),
-        replay_frames=getattr(algo, "buffer_size", 0),
-        eval_envs=config.train.eval_episodes,
-    )
+    """What the run would allocate (its trainable's ``allocations``: envs, batches, buffers, networks, estimated
+    from the config and the env's specs) must fit in the memory available now (``train.device``'s too);
+    otherwise one line (:func:`rlpilot.memory.refuse_beyond`), before anything is allocated."""
+    device = str(resolve_device(config.train.device))
+    refuse_beyond(registry.trainable_builder(config.algo).allocations(config), device=device)
 
 
 def process_age() -> float | None:
