@@ -189,9 +189,7 @@ def read_json(path: Path, advice: str, *, lines: bool = False) -> Any:
     except ValueError as exc:
         raise UserError(f"{path} is not valid JSON (truncated or overwritten: {str(exc)[:80]}); {advice}") from None
     if values is None or any(nesting(value) > MAX_NESTING for value in values):
-        raise UserError(
-            f"{path} nests lists or objects deeper than {MAX_NESTING} levels: not a file rlpilot wrote; {advice}"
-        )
+        raise UserError(f"{path} nests lists or objects deeper than {MAX_NESTING} levels; {advice}")
     return values if lines else values[0]
 
 

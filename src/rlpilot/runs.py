@@ -213,7 +213,7 @@ class Run:
         path = self.path / "events.jsonl"
         if not path.exists():
             return []
-        events = read_json(path, "it is not an event log rlpilot wrote: restore it, or move it away", lines=True)
+        events = read_json(path, "restore it, or move it away", lines=True)
         if not all(isinstance(event, dict) and "event" in event for event in events):
             raise UserError(f"{path} holds lines that are not rlpilot events; restore it, or move it away")
         return events

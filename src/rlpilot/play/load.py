@@ -3,7 +3,6 @@ pickled code), or an exported artifact (``rlpilot export``) as a numpy function.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from torchrl.envs import TransformedEnv
 from rlpilot.control.algos import Algorithm, build
 from rlpilot.envs.make import make_env
 from rlpilot.errors import UserError
+from rlpilot.files import read_json
 from rlpilot.play.safe_artifact import load_pt2
 from rlpilot.play.trust import code_allowed, require_trust
 from rlpilot.runs import Run, check_compatible, load_run
@@ -155,10 +155,7 @@ SIGNATURE_FORMATS = ("onnx", "pt2", "torchscript")
 
 def read_signature(path: Path) -> dict:
     """The JSON signature ``rlpilot export`` writes beside an artifact, checked for what eval reads."""
-    try:
-        signature = json.loads(path.read_text())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"{path} is not valid JSON (truncated or overwritten: {exc}); export the run again") from None
+    signature = read_json(path, "export the run again")
     env = signature.get("env") if isinstance(signature, dict) else None
     if (
         not isinstance(env, dict)

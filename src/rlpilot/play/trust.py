@@ -14,10 +14,10 @@ artifact holds the controller traced into the file (data): playing it imports no
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rlpilot.errors import UserError
+from rlpilot.files import read_json
 
 FLAG = "--trust-code"
 _allowed = False
@@ -36,8 +36,8 @@ def code_allowed() -> bool:
 def _artifact_signature(path: Path) -> dict | None:
     signature = path.with_name(path.name + ".json")
     try:
-        data = json.loads(signature.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = read_json(signature, "export the run again")
+    except (OSError, UserError):
         return None  # loading the artifact says what is wrong, in one line
     return data if isinstance(data, dict) else None
 

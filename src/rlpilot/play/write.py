@@ -5,7 +5,6 @@ before it is kept (staged beside the output folder: a failed export leaves nothi
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import tempfile
@@ -17,7 +16,7 @@ import torch
 from torch import nn
 
 from rlpilot.errors import UserError
-from rlpilot.files import atomic_write, dumps, refuse_links
+from rlpilot.files import atomic_write, dumps, read_json, refuse_links
 from rlpilot.play.load import load_artifact, refuse_nonfinite
 
 FORMATS = {"onnx": "policy.onnx", "pt2": "policy.pt2", "torchscript": "policy.ts.pt"}
@@ -94,9 +93,9 @@ def _refuse_foreign(out_dir: Path, run: str, force: bool) -> None:
         return
     for path in sorted(out_dir.glob("*.json")):
         try:
-            other = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue
+            other = read_json(path, "")
+        except (OSError, UserError):
+            continue  # not a signature rlpilot wrote: nothing to refuse
         if isinstance(other, dict) and isinstance(other.get("run"), str) and "format" in other:
             if Path(other["run"]).resolve() != Path(run).resolve():
                 raise UserError(
