@@ -10,13 +10,13 @@ from __future__ import annotations
 import torch
 
 from rlpilot import registry
+from rlpilot.bounds import Allocation, networks
 from rlpilot.config.schema import Config
 from rlpilot.control.algos import build
 from rlpilot.control.collect import BatchCollector
 from rlpilot.control.evaluate import evaluate
 from rlpilot.envs.make import env_allocations, make_env, obs_norm_state
 from rlpilot.loop.trainable import Evaluation, EventSink, Step
-from rlpilot.memory import Allocation, networks
 
 EVAL_SEED_OFFSET = 10_000
 

@@ -32,12 +32,12 @@ from torchrl.envs import (
     TransformedEnv,
 )
 
+from rlpilot.bounds import FLOAT_BYTES, Allocation
 from rlpilot.config.schema import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
 from rlpilot.envs.native import NativeEnv, make_native_vector_env
 from rlpilot.envs.pixels import FrameReader, frame_stack_transform, frame_transforms, is_image_spec
 from rlpilot.errors import UserError
-from rlpilot.memory import FLOAT_BYTES, Allocation
 from rlpilot.registry import register_namespace, resolve_env
 
 # gymnasium ids with a numpy-vectorised implementation that can run without autoreset.
@@ -221,7 +221,7 @@ def observation_bytes(env_cfg: EnvConfig, space: gym.Space) -> int:
 
 
 def env_allocations(env_cfg: EnvConfig, *, steps_per_env: int, section: str, eval_envs: int, replay_frames: int = 0):
-    """What a control run's envs and buffers hold (:class:`rlpilot.memory.Allocation`, from one env's spaces): the
+    """What a control run's envs and buffers hold (:class:`rlpilot.bounds.Allocation`, from one env's spaces): the
     collected batches, the replay buffer, the env objects; and the observation and action sizes the networks
     are built for. ``section``: the config section of ``steps_per_env`` and ``buffer_size``."""
     observation_space, action_space = single_spaces(env_cfg)

@@ -23,13 +23,13 @@ import warnings
 import torch
 
 from rlpilot import stopping
+from rlpilot.bounds import NETWORK_COPIES, Allocation
 from rlpilot.config.schema import Config
 from rlpilot.guard import Guard
 from rlpilot.llm import require_transformers
 from rlpilot.llm.model import CHARACTERS, model_sizes
 from rlpilot.llm.tasks import Task, make_task
 from rlpilot.loop.trainable import Evaluation, EventSink, Step
-from rlpilot.memory import NETWORK_COPIES, Allocation
 
 # TorchRL 0.14.1's TransformersWrapper computes log-probs with cross_entropy(..., reduce=False): torch warns
 # on every run; the numbers are right (tests/unit/test_llm_parts.py)

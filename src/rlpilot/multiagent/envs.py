@@ -23,9 +23,9 @@ from tensordict import TensorDict
 from torchrl.data import Categorical, OneHot
 
 from rlpilot import registry
+from rlpilot.bounds import FLOAT_BYTES, Allocation, refuse_beyond
 from rlpilot.config.schema import EnvConfig
 from rlpilot.errors import UserError
-from rlpilot.memory import FLOAT_BYTES, Allocation, refuse_beyond
 
 # a version note from TorchRL, not a problem: the PettingZoo backend is tested here with pettingzoo 1.27
 warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested")

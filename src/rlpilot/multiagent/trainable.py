@@ -16,11 +16,11 @@ import torch
 from tensordict import TensorDict
 
 from rlpilot import registry
+from rlpilot.bounds import FLOAT_BYTES, Allocation, networks
 from rlpilot.config.schema import Config
 from rlpilot.control.collect import EpisodeTracker
 from rlpilot.envs.make import BATCH_COPIES, PER_FRAME_EXTRA_BYTES
 from rlpilot.loop.trainable import Evaluation, EventSink, Step
-from rlpilot.memory import FLOAT_BYTES, Allocation, networks
 from rlpilot.multiagent.envs import group_env_bytes, make_vector, task_metrics
 
 EVAL_SEED_OFFSET = 10_000

@@ -1,13 +1,19 @@
-"""What a command is about to allocate, refused before it allocates: one rule for every setting that sizes memory.
+"""What a command may ask for, bounded by what it would take: memory, and the runs, trials and episodes it starts.
 
-Each setting that sizes memory has a valid range of its own (``env.num_envs`` > 0, a multi-agent env's agents
-within [2, 64], layer widths > 0), but what a run allocates is their product: 240 envs x 25 steps x 64 agents,
-each agent's centralised critic reading every agent's observation, is ~75 GB, every factor within its range.
-So the ranges declared in ``config/schema.py`` bound counts that cost time (epochs, updates per frame), and this
-module bounds memory: whatever builds envs, buffers or networks first lists what it is about to allocate
+**Memory.** Each setting that sizes memory has a valid range of its own (``env.num_envs`` > 0, a multi-agent env's
+agents within [2, 64], layer widths > 0), but what a run allocates is their product: 240 envs x 25 steps x 64 agents,
+each agent's centralised critic reading every agent's observation, is ~75 GB, every factor within its range. So the
+ranges declared in ``config/schema.py`` bound counts that cost time (epochs, updates per frame), and this module
+bounds memory: whatever builds envs, buffers or networks first lists what it is about to allocate
 (:class:`Allocation`: what, bytes estimated from the config and the env's specs, the settings that size it), and
 :func:`refuse_beyond` refuses a total above the memory available, in one line that says how much it would take
-and which settings to lower. Torch-free and import-free: any layer may call it.
+and which settings to lower.
+
+**Counts.** A command that starts runs (``sweep``, ``bench``, ``tune``) or plays episodes starts at most
+:data:`MAX_RUNS` runs or :data:`MAX_EPISODES` episodes, with at most :data:`MAX_WORKERS` processes: beyond them is a
+typo, not a plan (``--seeds 100000000`` would list 10^8 runs before starting the first).
+
+Torch-free and import-free: any layer may call it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 FLOAT_BYTES = 4  # float32: observations, activations and parameters as the learner holds them
+
+MAX_RUNS = 10_000
+"""Runs one command starts: a sweep's grid points x seeds, bench's presets x seeds, tune's trials x seeds per
+trial and its check (10,000 CartPole runs are weeks of one core)."""
+MAX_EPISODES = 1_000_000
+"""Episodes one command plays (``eval``, ``check``, a controller's tuning episodes and its check)."""
+MAX_WORKERS = 1_024
+"""Processes (or Ray tasks) one command runs at once."""
+
+
+def refuse_runs(count: int, what: str, lower: str) -> None:
+    """A :class:`~rlpilot.errors.UserError` when ``what`` (``"--seeds 5 x 3 grid points"``) would start more than
+    :data:`MAX_RUNS` runs; ``lower`` names the settings to lower."""
+    if count > MAX_RUNS:
+        from rlpilot.errors import UserError
+
+        raise UserError(f"{what} would start {count:,} runs, more than {MAX_RUNS:,}: lower {lower}")
 
 
 @dataclass(frozen=True)
