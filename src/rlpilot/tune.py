@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from rlpilot import stopping
+from rlpilot.bounds import refuse_runs
 from rlpilot.config import safe_yaml
 from rlpilot.config.load import field_type, load_config
 from rlpilot.config.schema import solved_threshold
@@ -40,7 +42,7 @@ from rlpilot.errors import UserError
 from rlpilot.files import dumps
 from rlpilot.redact import redact, redact_url
 from rlpilot.runs import atomic_write, load_run, try_lock
-from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_member, worker_pool
+from rlpilot.sweep import BOOTSTRAP_SAMPLES, bootstrap, iqm, run_in_processes, run_member
 
 OBJECTIVES = ("frames", "time", "return")
 AGGREGATES = {"iqm": iqm, "median": lambda v: float(np.median(v)), "mean": lambda v: float(np.mean(v))}
@@ -476,9 +478,7 @@ def run_workers(study: Study, trials: int, *, workers: int, ray: str | None, mlf
     if workers == 1:
         worker(study, trials, mlflow_uri)
         return
-    with worker_pool(workers) as pool:
-        for future in [pool.submit(worker, study, trials, mlflow_uri) for _ in range(workers)]:
-            future.result()
+    run_in_processes([(worker, (study, trials, mlflow_uri))] * workers, workers)
 
 
 # -- results --------------------------------------------------------------------------------------------------
@@ -623,12 +623,10 @@ def check(study: Study, params: dict, seeds: list[int], *, workers: int) -> dict
 
     if workers == 1:
         for arm, seed in jobs:
-            run_member(study.spec.preset, arms[arm], seed, path(arm, seed))
+            if run_member(study.spec.preset, arms[arm], seed, path(arm, seed)).status == "interrupted":
+                raise stopping.Interrupted(stopping.requested() or "SIGTERM")  # the next run would clear the request
     else:
-        with worker_pool(workers) as pool:
-            futures = [pool.submit(run_member, study.spec.preset, arms[a], s, path(a, s)) for a, s in jobs]
-            for future in futures:
-                future.result()
+        run_in_processes([(run_member, (study.spec.preset, arms[a], s, path(a, s))) for a, s in jobs], workers)
     runs = {arm: [load_run(path(arm, s)) for s in seeds] for arm in arms}
     scores = {arm: [run_score(run, study.spec.objective) for run in runs[arm]] for arm in arms}
     aggregate = study.spec.aggregate
@@ -716,6 +714,11 @@ def tune(
     mlflow_uri: str | None = None,
 ) -> dict:
     """The whole verb: create or continue the study, run the trials, check the best on fresh seeds, report."""
+    refuse_runs(
+        trials * spec.seeds_per_trial + 2 * check_seeds,
+        f"--trials {trials} x --seeds-per-trial {spec.seeds_per_trial} (and the check's 2 x {check_seeds})",
+        "--trials or --seeds-per-trial",
+    )
     if check_seeds and set(range(check_seed_start, check_seed_start + check_seeds)) & set(spec.seeds):
         raise UserError(
             f"--check-seed-start {check_seed_start}: the check seeds overlap the tuning seeds "
