@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 
+from rlpilot import endpoints
 from rlpilot.errors import UserError
 from rlpilot.redact import redact_url
-
-REACH_TIMEOUT_S = 5.0
-"""Seconds a cluster address gets to accept a TCP connection before ``--ray ADDRESS`` is refused."""
 
 
 def check_reachable(address: str) -> None:
@@ -24,14 +21,14 @@ def check_reachable(address: str) -> None:
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--ray {redact_url(address)}: give 'local' or a cluster address host:port (ray start --head)")
-    try:
-        with socket.create_connection((host, int(port)), timeout=REACH_TIMEOUT_S):
-            pass
-    except OSError as exc:
-        raise UserError(
-            f"--ray {redact_url(address)}: no Ray cluster answers there ({exc.strerror or exc}); start one with "
-            "`ray start --head` on that machine and pass the address it prints, or use --ray local"
-        ) from None
+    endpoints.check_reachable(
+        "--ray",
+        host,
+        int(port),
+        shown=redact_url(address),
+        absent="no Ray cluster answers there",
+        hint="start one with `ray start --head` on that machine and pass the address it prints, or use --ray local",
+    )
 
 
 @contextlib.contextmanager

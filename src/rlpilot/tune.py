@@ -38,6 +38,7 @@ from rlpilot.bounds import refuse_runs
 from rlpilot.config import safe_yaml
 from rlpilot.config.load import field_type, load_config
 from rlpilot.config.schema import solved_threshold
+from rlpilot.endpoints import check_reachable, host_port
 from rlpilot.errors import UserError
 from rlpilot.files import dumps
 from rlpilot.redact import redact, redact_url
@@ -441,13 +442,43 @@ def _value_text(trial) -> str:
     return f"(after {len(values)} seed(s): {_fmt(values[max(values)])})" if values else ""
 
 
+MLFLOW_HTTP = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2"}
+"""MLflow's HTTP client, unless the environment says otherwise: a server that goes away during a study is one
+line within a minute, not MLflow's default 120 s a request and 7 retries with backoff."""
+
+
+def check_mlflow(uri: str) -> None:
+    """``--mlflow URI`` before the study starts: the client installed, and a server URI (http, https, a database)
+    answering a TCP connection within seconds; otherwise one line."""
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        raise UserError("--mlflow needs the MLflow client: pip install 'rlpilot[mlflow]'") from None
+    target = host_port("--mlflow", uri)
+    if target is not None:
+        hint = "start the MLflow server (mlflow server), fix the address, or use a local store: sqlite:///mlflow.db"
+        check_reachable("--mlflow", *target, shown=redact_url(uri), hint=hint)
+
+
 class MlflowTrials:
     """Optuna callback: each finished trial becomes an MLflow run (parameters, objective, per-seed scores)."""
 
     def __init__(self, study: Study, uri: str):
         self.study, self.uri = study, uri
+        for name, value in MLFLOW_HTTP.items():
+            os.environ.setdefault(name, value)
 
     def __call__(self, optuna_study, trial) -> None:
+        try:
+            self.log(trial)
+        except Exception as exc:  # noqa: BLE001 (MLflow's and requests' many error types)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UserError(
+                f"--mlflow {redact_url(self.uri)}: trial {trial.number} could not be logged ({redact(first)[:200]}); "
+                "the trial is kept in the study: run the same command again once the server answers"
+            ) from None
+
+    def log(self, trial) -> None:
         import mlflow
 
         mlflow.set_tracking_uri(self.uri)
@@ -714,6 +745,8 @@ def tune(
     mlflow_uri: str | None = None,
 ) -> dict:
     """The whole verb: create or continue the study, run the trials, check the best on fresh seeds, report."""
+    if mlflow_uri:
+        check_mlflow(mlflow_uri)
     refuse_runs(
         trials * spec.seeds_per_trial + 2 * check_seeds,
         f"--trials {trials} x --seeds-per-trial {spec.seeds_per_trial} (and the check's 2 x {check_seeds})",
