@@ -278,7 +278,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     load_config(args.preset, overrides=args.set)  # the starting configuration must be valid
     spec = TuneSpec(
         preset=args.preset,
-        space=parse_space(args.preset, args.param, args.space),
+        space=parse_space(args.preset, args.param, args.space, args.set),
         overrides=list(args.set),
         seeds_per_trial=args.seeds_per_trial,
         seed_start=args.seed_start,

@@ -22,8 +22,10 @@ trained on K seeds through the normal training path: one ordinary run directory 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import shutil
 import socket
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -109,16 +111,39 @@ class TuneSpec:
 
 
 # -- the search space ----------------------------------------------------------------------------
+MAX_INTEGER_BOUND = 2**53  # an integer range's bounds stay exact as floats (Optuna's distributions hold floats)
+
+
 def _number(text: str, key: str, integer: bool) -> float | int:
+    """A range's bound: a finite number (an integer setting's: a whole one, at most 2^53 from 0)."""
     try:
         value = float(text)
     except ValueError:
         raise UserError(f"--param {key}: '{text}' is not a number") from None
+    if not math.isfinite(value):
+        raise UserError(f"--param {key}: a range's bounds are finite numbers (got {text})")
     if integer:
-        if not value.is_integer():
+        if not value.is_integer() or abs(value) > MAX_INTEGER_BOUND:
             raise UserError(f"--param {key}: {key} is an integer setting; give integer bounds (got {text})")
         return int(value)
     return value
+
+
+def parse_range(key: str, value: str, *, integer: bool = False) -> Param:
+    """``low:high`` or ``low:high:log`` as a :class:`Param` every sampler can draw from: finite bounds, low below
+    high, a width that is a finite number too (uniform draws over -1e308:1e308 overflow), low > 0 for a log range."""
+    parts = str(value).split(":")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
+        raise UserError(f"--param {key}={value}: a range is low:high or low:high:log; choices are a,b,c")
+    low, high = (_number(part, key, integer) for part in parts[:2])
+    log = len(parts) == 3
+    if not low < high:
+        raise UserError(f"--param {key}: low ({low}) must be below high ({high})")
+    if log and low <= 0:
+        raise UserError(f"--param {key}: a log range needs low > 0 (got {low})")
+    if not math.isfinite(float(high) - float(low)):
+        raise UserError(f"--param {key}: the range {low:g}:{high:g} is wider than a float holds; narrow it")
+    return Param(key=key, low=low, high=high, log=log, integer=integer)
 
 
 def _number_kind(preset: str, key: str) -> type | None:
@@ -127,16 +152,18 @@ def _number_kind(preset: str, key: str) -> type | None:
     return tp if tp in (int, float) else None
 
 
-def parse_param(preset: str, item: str) -> Param:
+def parse_param(preset: str, item: str, overrides: list[str] | tuple = ()) -> Param:
     """``key=low:high[:log]`` (a range) or ``key=a,b,c`` (choices)."""
     key, sep, value = item.partition("=")
     key, value = key.strip(), value.strip()
     if not sep or not key or not value:
         raise UserError(f"--param expects key=low:high[:log] or key=a,b,c, got '{item}'")
-    return param_from(preset, key, value)
+    return param_from(preset, key, value, overrides)
 
 
-def param_from(preset: str, key: str, value: Any) -> Param:
+def param_from(preset: str, key: str, value: Any, overrides: list[str] | tuple = ()) -> Param:
+    """One dimension of the space; each of its bounds or choices must be a value the setting takes, with the
+    start's ``overrides`` (else every trial would be refused)."""
     if isinstance(value, list):
         choices = value
     elif isinstance(value, dict):
@@ -154,27 +181,22 @@ def param_from(preset: str, key: str, value: Any) -> Param:
             raise UserError(f"--param {key}: give at least two choices (a,b), got {value!r}")
         choices = [c if isinstance(c, (bool, int, float, str)) else yaml.safe_dump(c).strip() for c in choices]
         for choice in choices:  # an unknown key, or a choice the setting does not take: one line
-            load_config(preset, overrides=[f"{key}={choice}"])
+            load_config(preset, overrides=[*overrides, f"{key}={choice}"])
         return Param(key=key, choices=choices)
-    parts = str(value).split(":")
-    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
+    if len(str(value).split(":")) not in (2, 3):
         raise UserError(f"--param {key}={value}: a range is low:high or low:high:log; choices are a,b,c")
     kind = _number_kind(preset, key)
     if kind is None:
         raise UserError(f"--param {key}: {key} is not a number; give choices instead ({key}=a,b)")
-    integer = kind is int
-    low, high = (_number(part, key, integer) for part in parts[:2])
-    log = len(parts) == 3
-    if not low < high:
-        raise UserError(f"--param {key}: low ({low}) must be below high ({high})")
-    if log and low <= 0:
-        raise UserError(f"--param {key}: a log range needs low > 0 (got {low})")
-    for bound in (low, high):  # outside what the setting accepts (e.g. a negative learning rate)
-        load_config(preset, overrides=[f"{key}={bound}"])
-    return Param(key=key, low=low, high=high, log=log, integer=integer)
+    param = parse_range(key, value, integer=kind is int)
+    for bound in (param.low, param.high):  # outside what the setting accepts (e.g. a negative learning rate)
+        load_config(preset, overrides=[*overrides, f"{key}={bound}"])
+    return param
 
 
-def parse_space(preset: str, params: list[str], space_file: str | None) -> list[Param]:
+def parse_space(
+    preset: str, params: list[str], space_file: str | None, overrides: list[str] | tuple = ()
+) -> list[Param]:
     space: list[Param] = []
     if space_file:
         try:
@@ -183,11 +205,16 @@ def parse_space(preset: str, params: list[str], space_file: str | None) -> list[
             raise UserError(f"--space {space_file}: cannot read it ({str(exc).splitlines()[0]})") from None
         if not isinstance(data, dict) or not data:
             raise UserError(f"--space {space_file}: expected a mapping key: low:high | [a, b] | {{low, high, log}}")
-        space += [param_from(preset, str(key), value) for key, value in data.items()]
-    space += [parse_param(preset, item) for item in params]
-    keys = [p.key for p in space]
+        space += [param_from(preset, str(key), value, overrides) for key, value in data.items()]
+    space += [parse_param(preset, item, overrides) for item in params]
     if not space:
         raise UserError("rlpilot tune needs a search space: --param key=low:high[:log] (repeatable) or --space FILE")
+    return once_each(space)
+
+
+def once_each(space: list[Param]) -> list[Param]:
+    """``space``, refused in one line where it names a key twice (the later range would silently win)."""
+    keys = [p.key for p in space]
     if len(set(keys)) != len(keys):
         raise UserError(
             f"the search space names a key twice: {', '.join(sorted({k for k in keys if keys.count(k) > 1}))}"
@@ -200,6 +227,8 @@ def open_storage(url: str):
     """Optuna's RDB storage with heartbeats (a dead worker's trial is failed and retried); one line if the
     database cannot be reached or the URL is not one Optuna reads."""
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+    _quiet_optuna()
 
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
     if url.startswith("postgresql"):
@@ -227,7 +256,8 @@ def open_storage(url: str):
 def _quiet_optuna() -> None:
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # ERROR: a failed trial's warning prints its traceback; rlpilot says what became of each trial in one line
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     import warnings
 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -258,6 +288,44 @@ class Study:
         return self.out / "trials" / key
 
 
+def study_address(out: Path, storage_url: str | None) -> str:
+    """The storage URL of a study in ``out``: ``storage_url``, else ``OUT/study.db`` (SQLite)."""
+    return storage_url or f"sqlite:///{(out / 'study.db').resolve()}"
+
+
+@contextlib.contextmanager
+def nothing_left_on_error(out: Path, url: str, name: str):
+    """A study this block creates (in its storage, and its files in ``out``) is removed again when the block fails
+    (a :class:`UserError`: a space the config refuses everywhere, a controller that cannot be built) before any of
+    its trials finished: nothing half-written is left, so the next command with the same ``--out`` starts afresh
+    instead of being refused as another search. A study that existed before is left as it is."""
+    import optuna
+
+    before = set(out.iterdir()) if out.is_dir() else None
+    existed = _has_study(url, name)
+    try:
+        yield
+    except UserError:
+        if not existed and _has_study(url, name):
+            storage = open_storage(url)
+            if finished_count(optuna.load_study(study_name=name, storage=storage)) > 0:
+                raise
+            optuna.delete_study(study_name=name, storage=storage)
+        if not existed:
+            for entry in [out] if before is None else sorted(set(out.iterdir()) - before):
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink(missing_ok=True)
+        raise
+
+
+def _has_study(url: str, name: str) -> bool:
+    """Whether the storage at ``url`` holds study ``name`` (a SQLite file that does not exist is not created)."""
+    import optuna
+
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return False
+    return name in optuna.get_all_study_names(open_storage(url))
+
+
 def create_study(spec: TuneSpec, out: Path, storage_url: str | None, name: str | None) -> Study:
     """Creates the study, or checks that the existing one was started with the same settings."""
     import optuna
@@ -265,7 +333,7 @@ def create_study(spec: TuneSpec, out: Path, storage_url: str | None, name: str |
     _quiet_optuna()
     if storage_url is None:
         out.mkdir(parents=True, exist_ok=True)
-    url = storage_url or f"sqlite:///{(out / 'study.db').resolve()}"
+    url = study_address(out, storage_url)
     name = name or f"rlpilot-{spec.preset}"
     storage = open_storage(url)  # an unreachable database: one line, nothing written yet
     out.mkdir(parents=True, exist_ok=True)
@@ -760,14 +828,16 @@ def tune(
     if spec.objective == "frames" or spec.objective == "time":
         if solved_threshold(load_config(spec.preset, overrides=spec.overrides)) is None:
             raise UserError(f"{spec.preset} has no solved threshold: use --objective return (or set train.solved_at)")
-    study = create_study(spec, Path(out), storage, study_name)
-    optuna_study = study.load()
-    already = finished_count(optuna_study)
-    print(
-        f"study {study.name}: {already} of {trials} trials done; storage {redact_url(study.storage_url)}",
-        flush=True,
-    )
-    run_workers(study, trials, workers=workers, ray=ray, mlflow_uri=mlflow_uri)
+    out, name = Path(out), study_name or f"rlpilot-{spec.preset}"
+    with nothing_left_on_error(out, study_address(out, storage), name):
+        study = create_study(spec, out, storage, name)
+        optuna_study = study.load()
+        already = finished_count(optuna_study)
+        print(
+            f"study {study.name}: {already} of {trials} trials done; storage {redact_url(study.storage_url)}",
+            flush=True,
+        )
+        run_workers(study, trials, workers=workers, ray=ray, mlflow_uri=mlflow_uri)
     check_result = None
     rows = [r for r in trial_rows(study, optuna_study) if r["state"] == "complete"]  # read from the storage now
     if check_seeds and rows:
@@ -778,6 +848,13 @@ def tune(
 
 
 # -- classical tuning of a controller's gains (rlpilot tune ENV --controller package.module:Class) ----------
+def corners(space: list[Param]) -> list[dict]:
+    """Arguments at the edges of ``space``: every range at its low, then at its high, each choice once."""
+    low = {p.key: p.low if p.choices is None else p.choices[0] for p in space}
+    high = {p.key: p.high if p.choices is None else p.choices[-1] for p in space}
+    return [low, high, *({**low, p.key: choice} for p in space for choice in (p.choices or [])[1:-1])]
+
+
 def controller_space(params: list[str]) -> list[Param]:
     """``--param kp=0.1:100:log`` (a range of a constructor argument) or ``--param mode=a,b`` (choices)."""
     space = []
@@ -788,16 +865,10 @@ def controller_space(params: list[str]) -> list[Param]:
         if "," in value:
             space.append(Param(key=key, choices=[c.strip() for c in value.split(",") if c.strip()]))
             continue
-        parts = value.split(":")
-        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
-            raise UserError(f"--param {key}={value}: a range is low:high or low:high:log; choices are a,b,c")
-        low, high = (_number(part, key, False) for part in parts[:2])
-        if not low < high or (len(parts) == 3 and low <= 0):
-            raise UserError(f"--param {key}={value}: low must be below high (and above 0 for a log range)")
-        space.append(Param(key=key, low=low, high=high, log=len(parts) == 3))
+        space.append(parse_range(key, value))
     if not space:
         raise UserError("rlpilot tune --controller needs a search space: --param kp=low:high[:log] (repeatable)")
-    return space
+    return once_each(space)
 
 
 def tune_controller(
@@ -837,28 +908,36 @@ def tune_controller(
         finally:
             env.close()
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    for kwargs in corners(space):  # an argument the controller does not take, or refuses: one line, no study yet
+        policy = PlayablePolicy(plain, None, None, None, controller, {**fixed, **kwargs})
+        env = policy.make_env(num_envs=1, seed=seed_start)
+        try:
+            policy.policy_for(env)
+        finally:
+            env.close()
+    out, name = Path(out), f"rlpilot-controller-{controller}"
     identity = {"env": asdict(plain), "controller": controller, "fixed": fixed, "episodes": episodes,
                 "seed_start": seed_start, "space": [asdict(p) for p in space]}  # fmt: skip
     _quiet_optuna()
-    study = optuna.create_study(
-        study_name=f"rlpilot-controller-{controller}",
-        storage=open_storage(storage or f"sqlite:///{out / 'study.db'}"),
-        direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=seed_start),
-        load_if_exists=True,
-    )
-    if study.user_attrs.get("identity", identity) != identity:
-        raise UserError(f"{out}: a study of other settings is stored there; use another --out")
-    study.set_user_attr("identity", identity)
-    remaining = trials - len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
-    if remaining > 0:
+    with nothing_left_on_error(out, study_address(out, storage), name):
+        out.mkdir(parents=True, exist_ok=True)
+        study = optuna.create_study(
+            study_name=name,
+            storage=open_storage(study_address(out, storage)),
+            direction="maximize",
+            sampler=optuna.samplers.TPESampler(seed=seed_start),
+            load_if_exists=True,
+        )
+        if study.user_attrs.get("identity", identity) != identity:
+            raise UserError(f"{out}: a study of other settings is stored there; use another --out")
+        study.set_user_attr("identity", identity)
+        remaining = trials - len([t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+        if remaining > 0:
 
-        def objective(trial) -> float:
-            return float(returns({p.key: p.suggest(trial) for p in space}, episodes, seed_start).mean())
+            def objective(trial) -> float:
+                return float(returns({p.key: p.suggest(trial) for p in space}, episodes, seed_start).mean())
 
-        study.optimize(objective, n_trials=remaining)
+            study.optimize(objective, n_trials=remaining)
     best = dict(study.best_params)
     result = {"controller": controller, "env": plain.id, "trials": len(study.trials), "best": {**fixed, **best},
               "tuning": {"episodes": episodes, "seed_start": seed_start, "mean_return": study.best_value}}  # fmt: skip
