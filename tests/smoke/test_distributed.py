@@ -82,12 +82,11 @@ def test_the_slow_env_costs_time_not_cpu():
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, needle):
-    start = time.monotonic()
     code = main(["train", "ppo", "CartPole-v1", "--runs", str(tmp_path), *args])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and needle in lines[0], err
-    assert time.monotonic() - start < 10 and not any(tmp_path.iterdir())  # refused before a run exists
+    assert not any(tmp_path.iterdir())  # refused before a run exists
 
 
 def test_ray_is_refused_for_a_run_that_does_not_collect_on_an_env(tmp_path, capsys):
