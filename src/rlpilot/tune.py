@@ -119,12 +119,12 @@ def _number(text: str, key: str, integer: bool) -> float | int:
     try:
         value = float(text)
     except ValueError:
-        raise UserError(f"--param {key}: '{text}' is not a number") from None
+        raise UserError(f"--param {key}: {text!r} is not a number") from None
     if not math.isfinite(value):
-        raise UserError(f"--param {key}: a range's bounds are finite numbers (got {text})")
+        raise UserError(f"--param {key}: a range's bounds are finite numbers (got {text.strip()})")
     if integer:
         if not value.is_integer() or abs(value) > MAX_INTEGER_BOUND:
-            raise UserError(f"--param {key}: {key} is an integer setting; give integer bounds (got {text})")
+            raise UserError(f"--param {key}: {key} is an integer setting; give integer bounds (got {text.strip()})")
         return int(value)
     return value
 
