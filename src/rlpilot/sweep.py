@@ -35,8 +35,7 @@ from rlpilot.config.load import load_config
 from rlpilot.errors import UserError
 from rlpilot.files import dumps
 from rlpilot.runs import Run, atomic_write, load_run, slug, try_lock
-
-BOOTSTRAP_SAMPLES = 2000
+from rlpilot.stats import BOOTSTRAP_SAMPLES, bootstrap, iqm
 
 
 def parse_grid(items: list[str], overrides: list[str] | None = None) -> list[tuple[str, list[str]]]:
@@ -296,23 +295,6 @@ def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> No
             for ref in pending:
                 ray.cancel(ref)
             raise
-
-
-def iqm(values: np.ndarray) -> float:
-    """Interquartile mean: the mean of the middle 50% (rliable's robust aggregate)."""
-    ordered = np.sort(values)
-    n = len(ordered)
-    low, high = int(np.floor(0.25 * n)), int(np.ceil(0.75 * n))
-    return float(ordered[low:high].mean()) if high > low else float(ordered.mean())
-
-
-def bootstrap(values: np.ndarray, statistic, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of ``statistic`` over seeds."""
-    if len(values) < 2:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    stats = [statistic(values[rng.integers(0, len(values), len(values))]) for _ in range(BOOTSTRAP_SAMPLES)]
-    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
 
 
 def summarize(out: Path, grid_points: list[list[str]], seeds: list[int]) -> dict:
