@@ -252,8 +252,9 @@ def run_in_processes(
     """``function(*args)`` for each of ``calls`` on at most ``workers`` processes, spawned (no forked torch/OpenMP
     state from the parent) and ended with the parent; ``on_result(index, result)`` as each ends. The one process
     pool of ``sweep``, ``bench`` and ``tune``. A signal that stops this process (SIGINT/SIGTERM: the CLI's handler
-    raises here) stops the workers too: calls not started are cancelled, the runs in progress stop at a
-    checkpoint (resumable), and the signal's exception is raised once they have."""
+    raises here), or a call that fails, stops the workers too: calls not started are cancelled, the runs in
+    progress stop at a checkpoint (resumable), and the exception is raised once they have (before, the pool waited
+    for every queued run to train its whole budget)."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     pool = ProcessPoolExecutor(

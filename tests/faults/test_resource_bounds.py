@@ -108,6 +108,10 @@ CASES = [
     (["train", "dqn-cartpole", "--set", "dqn.buffer_size=1000000000000"], "dqn.buffer_size"),
     (["train", "sac-pendulum", "--set", "train.eval_episodes=1000000000"], "train.eval_episodes"),
     (["train", "grpo-reverse", "--set", "llm.tiny_hidden_size=1000000"], "llm.tiny_hidden_size"),
+    (
+        ["train", "ppo-cartpole", "--set", "env.normalize_obs=true", "--set", "env.obs_norm_frames=1000000000000"],
+        "env.obs_norm_frames",
+    ),
     (["check", "mpe2.simple_spread_v3", "--set", "env.kwargs={N: 64}", "--episodes", "1000000"], "--episodes"),
 ]
 

@@ -239,6 +239,11 @@ def env_allocations(env_cfg: EnvConfig, *, steps_per_env: int, section: str, eva
             f"a replay buffer of {replay_frames:,} frames", replay_frames * per_frame, (f"{section}.buffer_size",)
         ),
         Allocation(f"{envs:,} envs", envs * per_env, ("env.num_envs", "train.eval_episodes")),
+        Allocation(  # the random rollout that measures the normalisation (a TensorDict of its frames)
+            f"the rollout of env.obs_norm_frames={env_cfg.obs_norm_frames:,}",
+            env_cfg.obs_norm_frames * per_frame * env_cfg.normalize_obs,
+            ("env.obs_norm_frames",),
+        ),
     ]
     sizes = observation_bytes(env_cfg, observation_space) // FLOAT_BYTES, int(gym.spaces.flatdim(action_space))
     return parts, sizes
