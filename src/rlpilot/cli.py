@@ -18,16 +18,10 @@ import threading
 from typing import NoReturn
 
 from rlpilot import stopping
+from rlpilot.arguments import EXIT_BAD_INPUT, MAX_ERROR_CHARS, build_parser, check_seed_range, one_line
 from rlpilot.errors import UserError
 from rlpilot.play.trust import allow_code, require_trust
-from rlpilot.redact import redact
 from rlpilot.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
-
-EXIT_BAD_INPUT = 2
-DESCRIPTION = (
-    "From a gymnasium environment to a trained, checked, diagnosed and exported policy, on TorchRL: "
-    "check an env, train a preset or ALGO ENV, evaluate, plot, diagnose (doctor), export, sweep seeds."
-)
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
@@ -71,8 +65,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from rlpilot.registry import resolve_env
 
     resolve_env(env_cfg.id)  # bad ids fail here, before torch is imported
-    if args.episodes is not None and args.episodes <= 0:
-        raise UserError(f"--episodes {args.episodes}: give a positive number of random-policy episodes")
     import_torchrl()
     from rlpilot.check.env import check_env
 
@@ -105,8 +97,6 @@ def _check_group(env_cfg, args: argparse.Namespace) -> int:
     if problem := env_kwargs_problem(env_cfg.id, env_cfg.kwargs):  # N=1000 agents: one line, not minutes
         raise UserError(problem)
     resolve_multiagent_env(env_cfg.id)  # a typo'd module or a missing extra: one line, before torch
-    if args.episodes is not None and args.episodes <= 0:
-        raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
     from rlpilot.check.group import check_group_env
 
     with _env_failures(env_cfg.id):
@@ -223,8 +213,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from rlpilot.registry import preset_text
 
     preset_text(args.preset)  # an unknown preset: one line with close matches
-    if args.seeds <= 0 or args.workers <= 0:
-        raise UserError(f"--seeds and --workers must be positive (got {args.seeds} and {args.workers})")
+    check_seed_range("--seed-start", args.seed_start, "--seeds", args.seeds)
     from rlpilot.sweep import run_sweep
 
     out = args.out or f"runs/sweep-{args.preset}"
@@ -244,6 +233,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from rlpilot.sweep import run_bench
+
+    check_seed_range("--seed-start", args.seed_start, "--seeds", args.seeds)
 
     presets = None
     if args.presets:
@@ -274,11 +265,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from rlpilot.registry import preset_text
 
     preset_text(args.preset)  # an unknown preset: one line with close matches
-    for flag in ("trials", "seeds_per_trial", "workers"):
-        if getattr(args, flag) <= 0:
-            raise UserError(f"--{flag.replace('_', '-')} must be positive (got {getattr(args, flag)})")
-    if args.check_seeds < 0:
-        raise UserError(f"--check-seeds must be 0 (no check) or more (got {args.check_seeds})")
+    check_seed_range("--seed-start", args.seed_start, "--seeds-per-trial", args.seeds_per_trial)
+    check_seed_range("--check-seed-start", args.check_seed_start, "--check-seeds", args.check_seeds)
     try:
         import optuna  # noqa: F401
     except ImportError:
@@ -291,7 +279,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     load_config(args.preset, overrides=args.set)  # the starting configuration must be valid
     spec = TuneSpec(
         preset=args.preset,
-        space=parse_space(args.preset, args.param, args.space),
+        space=parse_space(args.preset, args.param, args.space, args.set),
         overrides=list(args.set),
         seeds_per_trial=args.seeds_per_trial,
         seed_start=args.seed_start,
@@ -332,10 +320,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
         print(eval_llm_run(args.target, checkpoint=args.checkpoint, csv_path=args.csv))
         return 0
-    if args.episodes <= 0:
-        raise UserError(f"--episodes {args.episodes}: give a positive number of episodes")
-    if not 0 < args.step_limit <= 86_400:
-        raise UserError(f"--step-limit {args.step_limit}: give seconds within (0, 86400]")
+    check_seed_range("--seed", args.seed, "--episodes", args.episodes)  # episode i plays seed + i
     require_trust(args.target, trusted=args.trust_code, verb="eval")
     allow_code(args.trust_code)
     import_torchrl()  # before rlpilot.play.group, which imports TorchRL
@@ -363,9 +348,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 def _tune_controller(args: argparse.Namespace) -> int:
     """``rlpilot tune ENV --controller package.module:Class --param kp=...``: classical tuning of its gains."""
-    for flag in ("trials", "episodes"):
-        if getattr(args, flag) <= 0:
-            raise UserError(f"--{flag} must be positive (got {getattr(args, flag)})")
+    check_seed_range("--seed-start", args.seed_start, "--episodes", args.episodes)  # episode i plays seed + i
+    check_seed_range("--check-seed-start", args.check_seed_start, "--check-episodes", args.check_episodes)
     try:
         import optuna  # noqa: F401
     except ImportError:
@@ -403,7 +387,6 @@ def _controller_kwargs(args: argparse.Namespace) -> dict | None:
         raise UserError("--controller-kwargs builds the controller named by --controller: add --controller NAME")
     import yaml
 
-    from rlpilot.config import field_problems
     from rlpilot.config.safe_yaml import load
 
     try:
@@ -412,8 +395,6 @@ def _controller_kwargs(args: argparse.Namespace) -> dict | None:
         raise UserError(f"--controller-kwargs is not YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(kwargs, dict):
         raise UserError(f"--controller-kwargs: a YAML mapping such as '{{kp: 2.0}}' (got {args.controller_kwargs!r})")
-    if problems := field_problems("--controller-kwargs", kwargs, {"finite_items": True}):
-        raise UserError(problems[0])  # NaN or inf: every action would be NaN
     return kwargs
 
 
@@ -468,7 +449,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             args.run, args.format, args.out, seed=args.seed, checkpoint=args.checkpoint, force=args.force
         )
     except ExportFailed as exc:
-        print(f"rlpilot: export failed: {redact(str(exc))}", file=sys.stderr)
+        print(f"rlpilot: export failed: {exc}", file=sys.stderr)
         return 1
     print(
         f"parity: {result.observations} observations from real rollouts, "
@@ -502,234 +483,23 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-MAX_ERROR_CHARS = 300
-
-
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [""])[0][:MAX_ERROR_CHARS]
 
 
-def _one_line(message: str) -> str:
-    """An error is one readable line even when it quotes input with line breaks (shown escaped), a huge
-    value (cut to ``MAX_ERROR_CHARS``: its start and its end, which says how to fix it) or a URL with a
-    password (hidden)."""
-    if len(message) > 50 * MAX_ERROR_CHARS:  # a multi-megabyte message: no need to scan all of it
-        message = message[: 50 * MAX_ERROR_CHARS]
-    line = redact("\\n".join(message.strip().splitlines()))  # every line boundary str.splitlines knows
-    if len(line) <= MAX_ERROR_CHARS:
-        return line
-    tail = MAX_ERROR_CHARS // 3  # the end usually says how to fix it: kept
-    return line[: MAX_ERROR_CHARS - tail - 5] + " ... " + line[-tail:]
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (what is wrong, where to look) and exit code 2."""
-
-    def error(self, message: str) -> None:
-        print(f"rlpilot: error: {_one_line(message)} (see {self.prog} --help)", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="rlpilot", description=DESCRIPTION)
-    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
-
-    p = verbs.add_parser("presets", help="list presets: algorithm, env, budget, solved threshold")
-    p.set_defaults(func=_cmd_presets)
-
-    p = verbs.add_parser("check", help="preflight of an environment: specs, rollout statistics, pitfalls")
-    p.add_argument("target", metavar="ENV|PRESET", help="gymnasium id, package.module:Class, or a preset name")
-    p.add_argument(
-        "--episodes", type=int, help="random-policy episodes (default: 20, fewer if they would take over --max-seconds)"
-    )
-    p.add_argument(
-        "--max-seconds",
-        type=float,
-        default=30.0,
-        help="time for the random-policy episodes when --episodes is not given (default 30)",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (env.*)")
-    p.add_argument("--frame", metavar="PNG", help="image observations: where to write the sample frame")
-    p.set_defaults(func=_cmd_check)
-
-    p = verbs.add_parser("train", help="train a preset, or an algorithm on any env")
-    p.add_argument("target", nargs="?", metavar="PRESET|ALGO", help="a preset (rlpilot presets) or an algorithm name")
-    p.add_argument("env", nargs="?", metavar="ENV", help="env id when the first argument is an algorithm")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="config override, e.g. --set ppo.lr=1e-3 (repeatable)",
-    )
-    p.add_argument("--seed", type=int, help="shortcut for --set train.seed=N")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="shortcut for --set train.device=...")
-    p.add_argument("--frames", type=int, help="shortcut for --set train.total_frames=N")
-    p.add_argument("--config", metavar="FILE", help="train a config file (YAML, as a run's config.yaml)")
-    p.add_argument("--runs", default="runs", help="folder for new run directories (default runs/)")
-    p.add_argument("--run-dir", help="exact run directory to create")
-    p.add_argument(
-        "--resume",
-        metavar="RUN",
-        help="continue RUN from its last checkpoint (same config and curve; from frame 0 if killed before its first); "
-        "--frames and --set train.* may change its budget, stop rule and intervals",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--trust-code",
-        action="store_true",
-        help="with --resume: the run's env names a Python module (module:Class) and you trust the run: import it",
-    )
-    p.add_argument("-v", "--verbose", action="store_true", help="a status line every train.milestone_every_frames")
-    p.add_argument(
-        "--ray",
-        metavar="ADDRESS",
-        help="collect on collect.workers Ray actors: a cluster address (host:port) or 'local' (docs/distributed.md)",
-    )
-    p.set_defaults(func=_cmd_train)
-
-    p = verbs.add_parser("eval", help="greedy episodes of a trained run, an exported policy or a baseline controller")
-    p.add_argument(
-        "target",
-        metavar="RUN|ARTIFACT|ENV",
-        help="run directory, a file written by rlpilot export, or (with --controller) an env id",
-    )
-    p.add_argument(
-        "--controller",
-        metavar="NAME",
-        help="play a controller instead of the policy, on the run's env or ENV: your own package.module:Class "
-        "(rlpilot.controllers.Controller; docs/your-controller.md), the arm's pd (IK + PD), pid (with an "
-        "anti-windup integral; on Reacher-v5 the same PD) or adaptive-pd (the tracking arm's PD retuned online "
-        "from an identification of the arm), random; multi-agent simple_spread: heuristic "
-        "(each agent to its landmark in the least-distance assignment), random",
-    )
-    p.add_argument(
-        "--controller-kwargs",
-        metavar="YAML",
-        help="what --controller is built with, as a YAML mapping ('{kp: 2.0, ki: 0.5}'); default: none, or a run's "
-        "env.base_controller_kwargs for its own base controller",
-    )
-    p.add_argument("--episodes", type=int, default=20)
-    p.add_argument("--seed", type=int, default=12345, help="episode i uses seed + i")
-    p.add_argument(
-        "--csv",
-        help="per-episode rows (default RUN/eval.csv, ARTIFACT.eval.csv or RUN/eval-CONTROLLER.csv; a controller "
-        "on an env id writes rows only here)",
-    )
-    p.add_argument("--video", help="record one greedy episode to FILE (.gif, or .mp4 with the [video] extra)")
-    p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
-    p.add_argument(
-        "--backend", help="env backend for these episodes (default: the run's env.backend): auto, numpy, sync, native"
-    )
-    p.add_argument(
-        "--step-limit",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="an artifact's step that runs longer is stopped, in one line (default 10: a policy's step takes ms)",
-    )
-    p.add_argument(
-        "--trust-code",
-        action="store_true",
-        help="you trust this run or artifact: import the Python module its env names (module:Class), load TorchScript",
-    )
-    p.set_defaults(func=_cmd_eval)
-
-    p = verbs.add_parser("export", help="export the greedy policy (onnx, pt2, torchscript), parity-checked")
-    p.add_argument("run", help="run directory")
-    p.add_argument("--format", default="onnx", help="onnx (default), pt2 or torchscript")
-    p.add_argument("--out", help="output folder (default RUN/export)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the parity rollouts")
-    p.add_argument("--checkpoint", default="last", help="last (default) or best (the best greedy evaluation)")
-    p.add_argument(
-        "--trust-code",
-        action="store_true",
-        help="you trust this run: import the Python module its env names (module:Class)",
-    )
-    p.add_argument("--force", action="store_true", help="replace another run's export in --out")
-    p.set_defaults(func=_cmd_export)
-
-    p = verbs.add_parser("sweep", help="a preset over a grid x seeds, several runs at once; a results table")
-    p.add_argument("preset")
-    p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="repeatable")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs at once (default: cores)")
-    p.add_argument("--out", help="sweep folder (default runs/sweep-PRESET); rerun to resume")
-    p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster (host:port), or 'local' to start one here")
-    p.add_argument("--seed-start", type=int, default=0, help="seeds SEED_START .. SEED_START+SEEDS-1 (default 0)")
-    p.set_defaults(func=_cmd_sweep)
-
-    p = verbs.add_parser(
-        "tune", help="hyperparameter search on Optuna: K seeds a trial, resumable, checked on fresh seeds"
-    )
-    p.add_argument(
-        "preset",
-        metavar="PRESET|ENV",
-        help="a preset; with --controller, the env (--set env.kwargs=... for its dynamics)",
-    )
-    p.add_argument("--trials", type=int, default=20, help="trials to complete or prune, all workers together")
-    p.add_argument("--seeds-per-trial", type=int, default=3, help="seeds each configuration trains on (default 3)")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=LOW:HIGH[:log]|KEY=A,B,C", help="repeatable")
-    p.add_argument("--space", metavar="FILE", help="YAML: key: low:high[:log] | [a, b] | {low, high, log}")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="the starting configuration")
-    p.add_argument(
-        "--objective",
-        choices=["frames", "time", "return"],
-        help="frames (default when the preset has a threshold) or wall s to solved, or final greedy return",
-    )
-    p.add_argument("--aggregate", choices=["iqm", "median", "mean"], default="iqm", help="over a trial's seeds")
-    p.add_argument("--pruner", choices=["percentile", "none"], default="percentile")
-    p.add_argument("--seed-start", type=int, default=0, help="tuning seeds: SEED_START .. SEED_START+K-1")
-    p.add_argument("--check-seeds", type=int, default=5, help="fresh seeds for the closing check (0: none)")
-    p.add_argument("--check-seed-start", type=int, default=1000)
-    p.add_argument("--out", help="study folder (default runs/tune-PRESET); the same command again continues it")
-    p.add_argument("--storage", help="Optuna storage URL (default sqlite:///OUT/study.db; postgresql://... to share)")
-    p.add_argument("--study", help="study name in the storage (default rlpilot-PRESET)")
-    p.add_argument("--workers", type=int, default=1, help="processes working on the study (default 1)")
-    p.add_argument("--ray", metavar="ADDRESS", help="workers as Ray tasks on a cluster (host:port), or 'local'")
-    p.add_argument("--mlflow", metavar="URI", help="log each trial as an MLflow run (e.g. sqlite:///mlflow.db)")
-    p.add_argument(
-        "--controller",
-        metavar="package.module:Class",
-        help="tune this controller's constructor arguments (--param kp=0.1:100:log) on ENV (the positional "
-        "argument) instead of a preset's hyperparameters; each trial plays --episodes episodes",
-    )
-    p.add_argument("--controller-kwargs", metavar="YAML", help="with --controller: the arguments not searched")
-    p.add_argument("--episodes", type=int, default=32, help="with --controller: tuning episodes a trial plays")
-    p.add_argument(
-        "--check-episodes", type=int, default=100, help="with --controller: fresh episodes of the closing check"
-    )
-    p.set_defaults(func=_cmd_tune)
-
-    p = verbs.add_parser("bench", help="every preset over seeds; a results table (also into docs/results.md)")
-    p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--out", default="runs/bench-presets", help="folder of the sweeps (rerun to resume)")
-    p.add_argument("--results", default="docs/results.md", help="markdown file to update ('' to skip)")
-    p.add_argument("--presets", help="comma-separated presets (default: control presets of at most 500k frames)")
-    p.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override for every run"
-    )
-    p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster, or 'local'")
-    p.add_argument(
-        "--seed-start", type=int, default=100, help="seeds SEED_START.. (default 100: no preset was tuned on them)"
-    )
-    p.set_defaults(func=_cmd_bench)
-
-    p = verbs.add_parser("doctor", help="diagnose a run: findings with evidence, cause and a fix")
-    p.add_argument("run", help="run directory")
-    p.add_argument("--json", action="store_true", help="machine-readable output (schema in docs/doctor.md)")
-    p.set_defaults(func=_cmd_doctor)
-
-    p = verbs.add_parser("plot", help="training curves: one run, or several (seeds) as a mean with a 95%% band")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
-    p.add_argument("--out", help="output image (.png or .svg); default RUN/curve.png, or curves.png for several")
-    p.add_argument("--x", choices=["frames", "time"], default="frames", help="x axis: frames or wall time")
-    p.set_defaults(func=_cmd_plot)
-    return parser
+COMMANDS = {
+    "presets": _cmd_presets,
+    "check": _cmd_check,
+    "train": _cmd_train,
+    "eval": _cmd_eval,
+    "export": _cmd_export,
+    "sweep": _cmd_sweep,
+    "tune": _cmd_tune,
+    "bench": _cmd_bench,
+    "doctor": _cmd_doctor,
+    "plot": _cmd_plot,
+}
+"""Each verb of :func:`rlpilot.arguments.build_parser` -> what runs it."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -741,18 +511,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0), or an argument error already said in one line (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
         # past a file-size limit (ulimit -f) a write fails with EFBIG (one line) instead of killing the process
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     # TorchRL logs INFO lines (buffer allocation, spec checks) that would interleave our output
     os.environ.setdefault("RL_LOGGING_LEVEL", "DEBUG" if args.debug else "WARNING")
     try:
-        return args.func(args)
+        return COMMANDS[args.verb](args)
     except UserError as exc:
         if args.debug:
             raise
-        print(f"rlpilot: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"rlpilot: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # Ctrl-C, or a signal during a run's start-up (rlpilot.stopping.Interrupted)
         name = getattr(exc, "signal", "SIGINT")
@@ -764,7 +537,7 @@ def _main(argv: list[str] | None) -> int:
     except OSError as exc:  # a file of ours could not be read or written: read-only, disk full, a size limit
         if args.debug:
             raise
-        print(f"rlpilot: error: {_one_line(_os_error(exc))}", file=sys.stderr)
+        print(f"rlpilot: error: {one_line(_os_error(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -17,20 +17,17 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from rlpilot import stopping
+from rlpilot import endpoints, stopping
 from rlpilot.errors import UserError
 from rlpilot.redact import redact_url
 
-REACH_TIMEOUT_S = 5.0
-"""Seconds a cluster address gets to accept a TCP connection, then to answer Ray's cluster-id request, before
-``--ray ADDRESS`` is refused."""
+RAY_HINT = "start one with `ray start --head` on that machine and pass the address it prints, or use --ray local"
 LEFTOVER_GRACE_S = 5.0
 """Seconds the processes of a local cluster get to exit after ``ray.shutdown`` before they are killed."""
 
@@ -41,23 +38,23 @@ def check_reachable(address: str) -> None:
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--ray {redact_url(address)}: give 'local' or a cluster address host:port (ray start --head)")
-    advice = "start one with `ray start --head` on that machine and pass the address it prints, or use --ray local"
-    try:
-        with socket.create_connection((host, int(port)), timeout=REACH_TIMEOUT_S):
-            pass
-    except OSError as exc:
-        raise UserError(
-            f"--ray {redact_url(address)}: no Ray cluster answers there ({exc.strerror or exc}); {advice}"
-        ) from None
+    endpoints.check_reachable(
+        "--ray",
+        host,
+        int(port),
+        shown=redact_url(address),
+        absent="no Ray cluster answers there",
+        hint=RAY_HINT,
+    )
     if not _answers_as_ray(f"{host}:{port}"):
         raise UserError(
             f"--ray {redact_url(address)}: something listens there but does not answer as a Ray cluster within "
-            f"{REACH_TIMEOUT_S:g} s (is it Ray's GCS port, 6379 by default?); {advice}"
+            f"{endpoints.REACH_TIMEOUT_S:g} s (is it Ray's GCS port, 6379 by default?); {RAY_HINT}"
         )
 
 
 def _answers_as_ray(target: str) -> bool:
-    """Whether ``target`` answers Ray's GCS ``GetClusterId`` request (gRPC) within :data:`REACH_TIMEOUT_S`."""
+    """Whether ``target`` answers Ray's GCS ``GetClusterId`` request (gRPC) within :data:`endpoints.REACH_TIMEOUT_S`."""
     try:
         import grpc
         from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
@@ -66,7 +63,7 @@ def _answers_as_ray(target: str) -> bool:
     with grpc.insecure_channel(target) as channel:
         try:
             stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
-            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=REACH_TIMEOUT_S)
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=endpoints.REACH_TIMEOUT_S)
         except grpc.RpcError as exc:
             # a gRPC server answered (a Ray cluster with token authentication says UNAUTHENTICATED, as Ray's own
             # client is told before it sends its token); no answer, or no gRPC at all, is UNAVAILABLE or a time-out

@@ -10,9 +10,11 @@ device or a pipe, and JSON that is strict (no ``NaN``); reading a file someone s
   writes (``events.jsonl`` pointing elsewhere, ``checkpoints/`` on another disk) is refused in one line.
 - :func:`dumps`: ``json.dumps`` with ``allow_nan=False``; non-finite floats become ``null``, secrets ``***``
   (:func:`rlpilot.redact.redact_data`: every JSON file rlpilot writes goes through here).
-
 - :func:`read_regular`: the bytes of a regular file of at most so many bytes; a pipe, a device or a file
   too large is one line before anything is read (a FIFO would block the read, ``/dev/zero`` never end it).
+- :func:`read_data` / :func:`read_json`: a file rlpilot wrote, read back as data (a run's ``meta.json`` and
+  ``events.jsonl``, an artifact's signature): its size and its nesting are bounded, and a damaged one is one line
+  naming it, never a traceback.
 
 Every ``OSError`` while writing becomes a :class:`~rlpilot.errors.RunWriteError`: one line naming the file.
 """
@@ -194,3 +196,46 @@ def read_regular(path: Path, limit: int, *, advice: str) -> bytes:
     if len(data) > limit:
         raise UserError(f"{path} grew past {_amount(limit)} while it was read: {advice}")
     return data
+
+
+MAX_DATA_BYTES = 512 * 2**20
+"""The largest file rlpilot reads back as data (``metrics.csv`` of a 10^9-frame run is ~250 MB)."""
+MAX_NESTING = 32
+"""The deepest nesting of lists and objects in a JSON file rlpilot reads back (what it writes nests 4 deep)."""
+
+
+def read_data(path: Path, advice: str) -> str:
+    """The text of ``path``, refused in one line (a :class:`UserError` ending with ``advice``) when it is larger
+    than :data:`MAX_DATA_BYTES` or not text. A missing file raises ``FileNotFoundError`` for the caller to word."""
+    data = read_regular(Path(path), MAX_DATA_BYTES, advice=advice)  # a pipe or a device: one line, nothing read
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path} is not text ({exc.reason} at byte {exc.start}); {advice}") from None
+
+
+def read_json(path: Path, advice: str, *, lines: bool = False) -> Any:
+    """``path`` parsed as JSON (``lines``: one value a line, as a list), within :func:`read_data`'s size and
+    :data:`MAX_NESTING`; anything else is one line naming the file and ending with ``advice``."""
+    text = read_data(path, advice)
+    try:
+        values = [json.loads(line) for line in text.splitlines() if line.strip()] if lines else [json.loads(text)]
+    except RecursionError:  # the decoder's own bound (~1,000 levels), before ours
+        values = None
+    except ValueError as exc:
+        raise UserError(f"{path} is not valid JSON (truncated or overwritten: {str(exc)[:80]}); {advice}") from None
+    if values is None or any(nesting(value) > MAX_NESTING for value in values):
+        raise UserError(f"{path} nests lists or objects deeper than {MAX_NESTING} levels; {advice}")
+    return values if lines else values[0]
+
+
+def nesting(value: Any) -> int:
+    """How deep lists and objects nest in ``value`` (a scalar: 0), found without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_NESTING:  # deeper than the bound is refused anyway: no need to walk further
+                pending.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import pickle
 import platform
@@ -32,7 +31,7 @@ from typing import Any
 from rlpilot.config.load import from_dict, load_config
 from rlpilot.config.schema import Config
 from rlpilot.errors import UserError
-from rlpilot.files import append_line, atomic_write, dumps, refuse_links
+from rlpilot.files import append_line, atomic_write, dumps, read_data, read_json, refuse_links
 from rlpilot.redact import redact_command
 
 LOCK_FILE = ".lock"
@@ -130,14 +129,13 @@ def read_metrics(path: Path) -> list[dict[str, float]]:
     numbers with a ``frames`` column) is a :class:`UserError` naming it."""
     path = Path(path)
     rows = []
+    text = read_data(path, "restore it, or move it away (the curve then starts again from the checkpoint)")
     try:
-        with path.open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            for row in reader:
-                if None in row or "frames" not in row:  # more cells than the header, or no frames column
-                    raise ValueError("rows do not match the header")
-                rows.append({key: float(value) for key, value in row.items() if value not in ("", None)})
-    except (UnicodeDecodeError, ValueError, csv.Error) as exc:
+        for row in csv.DictReader(io.StringIO(text, newline="")):
+            if None in row or "frames" not in row:  # more cells than the header, or no frames column
+                raise ValueError("rows do not match the header")
+            rows.append({key: float(value) for key, value in row.items() if value not in ("", None)})
+    except (ValueError, csv.Error) as exc:
         raise UserError(
             f"{path} is not a metrics file rlpilot wrote ({type(exc).__name__}: {str(exc)[:80]}); restore it, or "
             "move it away (the curve then starts again from the checkpoint)"
@@ -197,16 +195,11 @@ class Run:
     def meta(self) -> dict:
         path = self.path / "meta.json"
         try:
-            meta = json.loads(path.read_text())
+            meta = read_json(path, "restore it from a copy, or start a new run")
         except FileNotFoundError:
             raise UserError(
                 f"{path} is missing: the run's record (status, frames, resumes) is gone; restore it from a copy, "
                 "or start a new run"
-            ) from None
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise UserError(
-                f"{path} is not valid JSON (truncated or overwritten: {exc}); "
-                "restore it from a copy, or start a new run"
             ) from None
         if not isinstance(meta, dict) or "status" not in meta:
             raise UserError(f"{path} is not a run record (no status); restore it from a copy, or start a new run")
@@ -220,12 +213,7 @@ class Run:
         path = self.path / "events.jsonl"
         if not path.exists():
             return []
-        try:
-            events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise UserError(
-                f"{path} is not an event log rlpilot wrote ({type(exc).__name__}); restore it, or move it away"
-            ) from None
+        events = read_json(path, "restore it, or move it away", lines=True)
         if not all(isinstance(event, dict) and "event" in event for event in events):
             raise UserError(f"{path} holds lines that are not rlpilot events; restore it, or move it away")
         return events

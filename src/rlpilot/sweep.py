@@ -11,26 +11,31 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import multiprocessing
 import os
 import shutil
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
 
+from rlpilot import stopping
+from rlpilot.bounds import refuse_runs
 from rlpilot.cluster import ray_session
 from rlpilot.config.load import load_config
 from rlpilot.errors import UserError
 from rlpilot.files import dumps
 from rlpilot.runs import Run, atomic_write, load_run, slug, try_lock
-
-BOOTSTRAP_SAMPLES = 2000
+from rlpilot.stats import BOOTSTRAP_SAMPLES, bootstrap, iqm
 
 
 def parse_grid(items: list[str], overrides: list[str] | None = None) -> list[tuple[str, list[str]]]:
@@ -149,7 +154,10 @@ def run_sweep(
     """Runs the sweep on a local process pool, or on Ray (``ray``: a cluster address, or ``local``); seeds
     ``seed_start`` .. ``seed_start + seeds - 1``."""
     base = overrides or []
-    grid_points = points(parse_grid(grid, base))
+    parsed = parse_grid(grid, base)
+    count = math.prod(len(values) for _, values in parsed)  # before listing them: a grid can multiply to billions
+    refuse_runs(count * seeds, f"--seeds {seeds} x {count:,} grid point(s)", "--seeds or the --grid values")
+    grid_points = points(parsed)
     for point in grid_points:  # validate every combination before starting anything
         load_config(preset, overrides=[*base, *point])
     out = Path(out)
@@ -201,9 +209,9 @@ def _report(job: Job, base: list[str], status: str) -> None:
 
 
 def die_with_parent() -> None:
-    """Process-pool initializer: SIGTERM when the parent dies, however it dies (Linux ``PR_SET_PDEATHSIG``).
-    A worker of a killed ``sweep``/``tune`` would otherwise train on as an orphan; with SIGTERM its run
-    stops cleanly at a checkpoint, and the next start resumes it."""
+    """SIGTERM when the parent dies, however it dies (Linux ``PR_SET_PDEATHSIG``). A worker of a killed
+    ``sweep``/``tune`` would otherwise train on as an orphan; with SIGTERM its run stops cleanly at a checkpoint,
+    and the next start resumes it."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -213,18 +221,65 @@ def die_with_parent() -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """Processes for runs: spawned (no forked torch/OpenMP state from the parent), ended with the parent."""
-    return ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent
+_stop_event = None  # in a worker process: set by the parent when it is asked to stop
+
+
+def _start_worker(stop) -> None:
+    """Process-pool initializer: :func:`die_with_parent`, and a watcher that sends this worker SIGTERM when the
+    parent sets ``stop``: the run in progress stops at its next gradient step with a checkpoint (status
+    ``interrupted``), as if the signal had come to it."""
+    global _stop_event
+    _stop_event = stop
+    die_with_parent()
+
+    def watch() -> None:
+        stop.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _call(function: Callable, args: tuple):
+    """One call in a worker; none is started once the parent asked the workers to stop."""
+    if _stop_event is not None and _stop_event.is_set():
+        raise stopping.Interrupted("SIGTERM")
+    return function(*args)
+
+
+def run_in_processes(
+    calls: list[tuple[Callable, tuple]], workers: int, on_result: Callable[[int, Any], None] | None = None
+) -> None:
+    """``function(*args)`` for each of ``calls`` on at most ``workers`` processes, spawned (no forked torch/OpenMP
+    state from the parent) and ended with the parent; ``on_result(index, result)`` as each ends. The one process
+    pool of ``sweep``, ``bench`` and ``tune``. A signal that stops this process (SIGINT/SIGTERM: the CLI's handler
+    raises here), or a call that fails, stops the workers too: calls not started are cancelled, the runs in
+    progress stop at a checkpoint (resumable), and the exception is raised once they have (before, the pool waited
+    for every queued run to train its whole budget)."""
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    pool = ProcessPoolExecutor(
+        max_workers=max(1, min(workers, len(calls))),
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(stop,),
     )
+    try:
+        futures = {pool.submit(_call, function, args): index for index, (function, args) in enumerate(calls)}
+        for future in as_completed(futures):
+            result = future.result()
+            if on_result is not None:
+                on_result(futures[future], result)
+    except BaseException:
+        stop.set()  # every worker stops its run at a checkpoint
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _run_local(jobs: list[Job], workers: int, base: list[str]) -> None:
-    with worker_pool(workers) as pool:
-        futures = {pool.submit(_run_job, job): job for job in jobs}
-        for future in as_completed(futures):
-            _report(futures[future], base, future.result())
+    run_in_processes(
+        [(_run_job, (job,)) for job in jobs], workers, lambda index, status: _report(jobs[index], base, status)
+    )
 
 
 def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> None:
@@ -232,27 +287,15 @@ def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> No
     with ray_session(address, workers) as ray:
         remote = ray.remote(num_cpus=1)(_run_job)
         pending = {remote.remote(job): job for job in jobs}
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                _report(pending.pop(ref), base, ray.get(ref))
-
-
-def iqm(values: np.ndarray) -> float:
-    """Interquartile mean: the mean of the middle 50% (rliable's robust aggregate)."""
-    ordered = np.sort(values)
-    n = len(ordered)
-    low, high = int(np.floor(0.25 * n)), int(np.ceil(0.75 * n))
-    return float(ordered[low:high].mean()) if high > low else float(ordered.mean())
-
-
-def bootstrap(values: np.ndarray, statistic, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of ``statistic`` over seeds."""
-    if len(values) < 2:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    stats = [statistic(values[rng.integers(0, len(values), len(values))]) for _ in range(BOOTSTRAP_SAMPLES)]
-    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+        try:
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    _report(pending.pop(ref), base, ray.get(ref))
+        except BaseException:  # a signal: the tasks stop too (a cancelled run resumes from its last checkpoint)
+            for ref in pending:
+                ray.cancel(ref)
+            raise
 
 
 def summarize(out: Path, grid_points: list[list[str]], seeds: list[int]) -> dict:
@@ -377,8 +420,10 @@ def run_bench(
         "frames to solve (median) | wall s to solve (median) | stays solved |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    chosen = presets or bench_presets()
+    refuse_runs(len(chosen) * seeds, f"--seeds {seeds} x {len(chosen)} preset(s)", "--seeds or --presets")
     load_start, revisions = os.getloadavg(), set()
-    for preset in presets or bench_presets():
+    for preset in chosen:
         config = load_config(preset, overrides=list(overrides or []))
         sweep = run_sweep(
             preset,

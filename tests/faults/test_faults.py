@@ -290,7 +290,8 @@ def test_eval_of_a_broken_artifact_is_one_line(capsys, run, damage):
 
 
 def test_eval_with_no_episodes(capsys, run):
-    assert "--episodes 0" in error_line(capsys, ["eval", run, "--episodes", 0])
+    line = error_line(capsys, ["eval", run, "--episodes", 0])
+    assert "--episodes: '0' is not a whole number within [1," in line
 
 
 def test_a_fresh_process_prints_one_line_and_exits_2(run):

@@ -1,10 +1,9 @@
 """Faults: input that would hang or crash the parser. A YAML alias bomb, 20,000 nested brackets or a number
 of 5,000 digits, in a config file or a ``--set`` value, and settings that would run for days (10^8 PPO
-epochs, 1,000 agents): each is one line, exit 2, in well under a second, and every error line is short."""
+epochs, 1,000 agents): each is one line, exit 2, naming the setting and its bound, before any run exists, and
+every error line is short."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 import yaml
@@ -23,13 +22,11 @@ DIGITS = "1" * 5_000
 
 
 def one_line(capsys, args) -> str:
-    start = time.perf_counter()
     code = main([str(a) for a in args])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("rlpilot: error:"), err[:2000]
     assert len(lines[0]) <= len("rlpilot: error: ") + MAX_ERROR_CHARS + 40  # argparse adds "(see ... --help)"
-    assert time.perf_counter() - start < 5
     return lines[0]
 
 
@@ -47,21 +44,24 @@ def test_hostile_yaml_in_a_config_file_or_set_value(capsys, tmp_path, text, need
 
 
 @pytest.mark.parametrize(
-    "args, needle",
+    "args, needle, bound",
     [
-        (["train", "ppo-cartpole", "--set", "ppo.epochs=100000000"], "ppo.epochs"),
-        (["train", "dqn-cartpole", "--set", "dqn.updates_per_frame=1e9"], "dqn.updates_per_frame"),
-        (["train", "mappo-spread", "--set", "env.kwargs={N: 1000}"], "env.kwargs.N"),
-        (["train", "mappo-spread", "--set", "env.kwargs={N: 0}"], "env.kwargs.N"),
-        (["check", "mpe2.simple_spread_v3", "--set", "env.kwargs={N: 1000}"], "env.kwargs.N"),
-        (["check", "mpe2.simple_spread_v3", "--set", "env.kwargs={N: 0}"], "env.kwargs.N"),
-        (["tune", "ppo-cartpole", "--param", "ppo.epochs=1:1e9", "--trials", "1"], "ppo.epochs"),
-        (["train", "ppo-cartpole", "--set", "model.hidden_sizes=[" + "a," * 5000 + "]"], "hidden_sizes"),
+        (["train", "ppo-cartpole", "--set", "ppo.epochs=100000000"], "ppo.epochs", "[1, 1000]"),
+        (["train", "dqn-cartpole", "--set", "dqn.updates_per_frame=1e9"], "dqn.updates_per_frame", "1e-06, 64]"),
+        (["train", "mappo-spread", "--set", "env.kwargs={N: 1000}"], "env.kwargs.N", "[2, 64]"),
+        (["train", "mappo-spread", "--set", "env.kwargs={N: 0}"], "env.kwargs.N", "[2, 64]"),
+        (["check", "mpe2.simple_spread_v3", "--set", "env.kwargs={N: 1000}"], "env.kwargs.N", "[2, 64]"),
+        (["check", "mpe2.simple_spread_v3", "--set", "env.kwargs={N: 0}"], "env.kwargs.N", "[2, 64]"),
+        (["tune", "ppo-cartpole", "--param", "ppo.epochs=1:1e9", "--trials", "1"], "ppo.epochs", "[1, 1000]"),
+        (["train", "ppo-cartpole", "--set", "model.hidden_sizes=[" + "a," * 5000 + "]"], "hidden_sizes", "positive"),
     ],
 )
-def test_runaway_settings_are_one_line(capsys, tmp_path, args, needle):
+def test_runaway_settings_are_one_line(capsys, tmp_path, args, needle, bound):
+    """Refused where the setting is read, naming it and its bound, before a run, a study or an env exists: the
+    runaway value is never acted on (no run folder, no study folder)."""
     extra = ["--runs", tmp_path] if args[0] == "train" else (["--out", tmp_path / "t"] if args[0] == "tune" else [])
-    assert needle in one_line(capsys, [*args, *extra])
+    line = one_line(capsys, [*args, *extra])
+    assert needle in line and bound in line, line
     assert not any(tmp_path.iterdir())
 
 

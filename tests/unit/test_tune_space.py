@@ -11,7 +11,7 @@ import pytest
 from rlpilot.errors import UserError
 
 optuna = pytest.importorskip("optuna")
-from rlpilot.tune import AGGREGATES, Param, TuneSpec, _interval, parse_param, parse_space, run_score  # noqa: E402
+from rlpilot.tune import AGGREGATES, Param, TuneSpec, interval, parse_param, parse_space, run_score  # noqa: E402
 
 
 def test_ranges_take_the_settings_type():
@@ -92,4 +92,4 @@ def test_spec_direction_seeds_and_identity():
         {"key": "ppo.lr", "low": 1e-4, "high": 1e-3, "log": True, "integer": False, "choices": None}
     ]
     assert AGGREGATES["iqm"](np.array([1.0, 2.0, 3.0, 100.0])) == pytest.approx(2.5)
-    assert all(math.isnan(v) for v in _interval([5.0], "iqm"))
+    assert all(math.isnan(v) for v in interval([5.0], "iqm"))

@@ -186,7 +186,7 @@ def _references(env_cfg: EnvConfig, episodes: int, seed: int):
     from rlpilot.play.group import controller
 
     lines = []
-    env = make_vector(env_cfg, episodes, seed=seed)
+    env = make_vector(env_cfg, episodes, seed=seed, sized_by=("--episodes",))
     lines.append(f"backend {backend(env_cfg)}, {episodes} episodes of {env.max_cycles} steps each")
     for name in ("random", "heuristic"):
         try:

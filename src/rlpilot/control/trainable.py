@@ -10,11 +10,12 @@ from __future__ import annotations
 import torch
 
 from rlpilot import registry
+from rlpilot.bounds import Allocation, networks
 from rlpilot.config.schema import Config
 from rlpilot.control.algos import build
 from rlpilot.control.collect import BatchCollector
 from rlpilot.control.evaluate import evaluate
-from rlpilot.envs.make import make_env, obs_norm_state
+from rlpilot.envs.make import env_allocations, make_env, obs_norm_state
 from rlpilot.loop.trainable import Evaluation, EventSink, Step
 
 EVAL_SEED_OFFSET = 10_000
@@ -59,6 +60,27 @@ class ControlTrainable:
             self.collector = BatchCollector.for_run(self.env, self.algo.act, config, seed=seed)
         # an algorithm may size the batches collected here (``Algorithm.batch_steps``: off-policy random warm-up)
         self.batch_steps = None if remote else getattr(self.algo, "batch_steps", None)
+
+    @staticmethod
+    def allocations(config: Config) -> list[Allocation]:
+        """What the run's envs, batches, replay buffer and networks would hold, from one env's spaces."""
+        algo = config.algo_config
+        section = registry.settings_section(config.algo)
+        parts, (observation, action) = env_allocations(
+            config.env,
+            steps_per_env=algo.steps_per_env,
+            section=section,
+            eval_envs=config.train.eval_episodes,
+            replay_frames=getattr(algo, "buffer_size", 0),
+        )
+        inputs, inputs_sized_by = max(
+            (config.frames_per_batch, ("env.num_envs", f"{section}.steps_per_env")),  # PPO values the whole batch
+            (getattr(algo, "batch_size", 0), (f"{section}.batch_size",)),
+            (config.train.eval_episodes, ("train.eval_episodes",)),  # one greedy call for every episode
+        )
+        critics = {"ppo": [(observation, 1)], "dqn": []}.get(config.algo, [(observation + action, 1)] * 2)
+        shapes = [(observation, action), *critics]  # the actor (DQN: the Q-network), the critics
+        return [*parts, *networks(shapes, config.model.hidden_sizes, inputs=inputs, inputs_sized_by=inputs_sized_by)]
 
     def step(self) -> Step:
         batch = self.collector.collect(self.batch_steps(self.frames) if self.batch_steps else None)

@@ -1,7 +1,7 @@
 """Environments: ``make`` (the factory: any gymnasium id or user class -> a batched, seeded TorchRL env with
-the right transforms; the memory estimate), ``gym_vector`` (the gymnasium vector env behind it), ``native``
-(tensor dynamics), ``pixels`` (image observations), ``residual`` (a base controller inside the vector env, and
-the law by which a residual policy's action enters it), ``slow`` (a slow CartPole for distributed tests),
+the right transforms; what its envs and buffers allocate), ``gym_vector`` (the gymnasium vector env behind it),
+``native`` (tensor dynamics), ``pixels`` (image observations), ``residual`` (a base controller inside the vector env,
+and the law by which a residual policy's action enters it), ``slow`` (a slow CartPole for distributed tests),
 ``arm/`` (the robot arm: its env, disturbances and controllers).
 
 The factory's public names are re-exported here, loaded when first used (``from rlpilot.envs import make_env``):
@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 _FACTORY = (
-    "check_memory",
+    "env_allocations",
     "make_env",
     "make_vector_env",
-    "memory_estimate",
     "obs_norm_state",
     "observation_reader",
     "single_observation_space",

@@ -9,7 +9,6 @@ a test checks both paths produce identical observations.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -33,6 +32,7 @@ from torchrl.envs import (
     TransformedEnv,
 )
 
+from rlpilot.bounds import FLOAT_BYTES, Allocation
 from rlpilot.config.schema import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
 from rlpilot.envs.native import NativeEnv, make_native_vector_env
@@ -192,11 +192,6 @@ PER_FRAME_EXTRA_BYTES = 64  # action, reward, done flags, log-prob, value: a few
 PER_ENV_BYTES = {"sync": 16 * 1024, "async": 16 * 1024}  # a gymnasium env object (vector backends: arrays)
 
 
-def single_observation_space(env_cfg: EnvConfig) -> gym.Space:
-    """One env's observation space, from one env built for the purpose (and closed)."""
-    return single_spaces(env_cfg)[0]
-
-
 def single_spaces(env_cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """One env's observation and action spaces, from one env built for the purpose (and closed)."""
     if env_cfg.backend == "native":
@@ -209,53 +204,49 @@ def single_spaces(env_cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     return spaces
 
 
-def observation_bytes(env_cfg: EnvConfig) -> int:
-    """Bytes of one observation as the learner holds it (float32; images after resizing, gray scale and
-    frame stacking)."""
-    space = single_observation_space(env_cfg)
+def single_observation_space(env_cfg: EnvConfig) -> gym.Space:
+    return single_spaces(env_cfg)[0]
+
+
+def observation_bytes(env_cfg: EnvConfig, space: gym.Space) -> int:
+    """Bytes of one observation of ``space`` as the learner holds it (float32; images after resizing, gray
+    scale and frame stacking)."""
     if isinstance(space, gym.spaces.Box) and len(space.shape) == 3:  # [H, W, C] frames
         height, width, channels = space.shape
         if env_cfg.frame_size is not None:
             height = width = env_cfg.frame_size
         channels = 1 if env_cfg.grayscale else channels
-        return 4 * height * width * channels * env_cfg.frame_stack
-    return 4 * int(gym.spaces.flatdim(space))
+        return FLOAT_BYTES * height * width * channels * env_cfg.frame_stack
+    return FLOAT_BYTES * int(gym.spaces.flatdim(space))
 
 
-def memory_estimate(env_cfg: EnvConfig, *, steps_per_env: int, replay_frames: int = 0, eval_envs: int = 0) -> int:
-    """Bytes a run needs for its envs, its collected batches and its replay buffer (an estimate: CarRacing
-    preset ~1 GiB, CartPole presets under 10 MiB)."""
-    per_frame = 2 * observation_bytes(env_cfg) + PER_FRAME_EXTRA_BYTES  # observation and next observation
-    batch = env_cfg.num_envs * steps_per_env * per_frame * BATCH_COPIES
+def env_allocations(env_cfg: EnvConfig, *, steps_per_env: int, section: str, eval_envs: int, replay_frames: int = 0):
+    """What a control run's envs and buffers hold (:class:`rlpilot.bounds.Allocation`, from one env's spaces): the
+    collected batches, the replay buffer, the env objects; and the observation and action sizes the networks
+    are built for. ``section``: the config section of ``steps_per_env`` and ``buffer_size``."""
+    observation_space, action_space = single_spaces(env_cfg)
+    per_frame = 2 * observation_bytes(env_cfg, observation_space) + PER_FRAME_EXTRA_BYTES  # observation and next
+    frames = env_cfg.num_envs * steps_per_env
+    envs = env_cfg.num_envs + eval_envs
     per_env = PER_ENV_BYTES.get(env_cfg.backend if env_cfg.id not in NUMPY_VECTOR_ENVS else "numpy", per_frame)
-    return batch + replay_frames * per_frame + (env_cfg.num_envs + eval_envs) * per_env
-
-
-def available_memory() -> int | None:
-    """``MemAvailable`` of /proc/meminfo (bytes), else free physical pages; None when unknown."""
-    try:
-        for line in open("/proc/meminfo"):  # noqa: SIM115
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def check_memory(env_cfg: EnvConfig, *, steps_per_env: int, replay_frames: int = 0, eval_envs: int = 0) -> None:
-    """Refuses, in one line, a run whose envs and buffers would not fit in memory, before allocating them."""
-    needed = memory_estimate(env_cfg, steps_per_env=steps_per_env, replay_frames=replay_frames, eval_envs=eval_envs)
-    available = available_memory()
-    if available is not None and needed > available:
-        raise UserError(
-            f"env.num_envs={env_cfg.num_envs:,} x {steps_per_env} steps"
-            + (f" (+ a replay buffer of {replay_frames:,} frames)" if replay_frames else "")
-            + f" needs about {needed / 2**30:,.1f} GiB for envs and buffers, {available / 2**30:,.1f} GiB is "
-            "available: lower env.num_envs or the steps per env" + (" or the buffer size" if replay_frames else "")
-        )
+    parts = [
+        Allocation(
+            f"batches of env.num_envs={env_cfg.num_envs:,} x {section}.steps_per_env={steps_per_env:,} frames",
+            frames * per_frame * BATCH_COPIES,
+            ("env.num_envs", f"{section}.steps_per_env"),
+        ),
+        Allocation(
+            f"a replay buffer of {replay_frames:,} frames", replay_frames * per_frame, (f"{section}.buffer_size",)
+        ),
+        Allocation(f"{envs:,} envs", envs * per_env, ("env.num_envs", "train.eval_episodes")),
+        Allocation(  # the random rollout that measures the normalisation (a TensorDict of its frames)
+            f"the rollout of env.obs_norm_frames={env_cfg.obs_norm_frames:,}",
+            env_cfg.obs_norm_frames * per_frame * env_cfg.normalize_obs,
+            ("env.obs_norm_frames",),
+        ),
+    ]
+    sizes = observation_bytes(env_cfg, observation_space) // FLOAT_BYTES, int(gym.spaces.flatdim(action_space))
+    return parts, sizes
 
 
 def _observation_keys(base: GymVectorEnv) -> list:

@@ -23,9 +23,11 @@ import warnings
 import torch
 
 from rlpilot import stopping
+from rlpilot.bounds import NETWORK_COPIES, Allocation
 from rlpilot.config.schema import Config
 from rlpilot.guard import Guard
 from rlpilot.llm import require_transformers
+from rlpilot.llm.model import CHARACTERS, model_sizes
 from rlpilot.llm.tasks import Task, make_task
 from rlpilot.loop.trainable import Evaluation, EventSink, Step
 
@@ -33,6 +35,8 @@ from rlpilot.loop.trainable import Evaluation, EventSink, Step
 # on every run; the numbers are right (tests/unit/test_llm_parts.py)
 warnings.filterwarnings("ignore", message="size_average and reduce args will be deprecated", category=UserWarning)
 
+PROMPT_TOKENS = 32  # a task's prompt is a few characters; a local model's tokenizer may add a template
+ACTIVATIONS_PER_TOKEN = 16  # values a token keeps per layer width for backward (attention, MLP, norms), and logits
 SAMPLE_RESPONSES_IN_EVENTS = 4  # eval events show a few prompt -> response pairs: what the numbers mean
 
 
@@ -297,6 +301,37 @@ class GRPOTrainable:
         self.learner = build_learner(config, device, state=state, event=event)
         self.guard = self.learner.guard
         self.heldout = eval_prompts(config, self.learner.task)
+
+    @staticmethod
+    def allocations(config: Config) -> list[Allocation]:
+        """What the policy, its reference copy, gradients and Adam state, and a step's activations would hold: from
+        the tiny model's settings, or a local model's ``config.json`` (its sizes; no weights are read)."""
+        llm, grpo = config.llm, config.grpo
+        if llm.model == "tiny":
+            width, layers, vocab, inner = (
+                llm.tiny_hidden_size,
+                llm.tiny_layers,
+                len(CHARACTERS) + 3,
+                2 * llm.tiny_hidden_size,
+            )
+            sized = ("llm.tiny_hidden_size", "llm.tiny_layers")
+        else:
+            sizes = model_sizes(llm.model)
+            width, layers, vocab, inner = (
+                sizes[key] for key in ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size")
+            )
+            sized = ("llm.model (a smaller model)", "llm.dtype=bfloat16")
+        parameters = vocab * width + layers * (4 * width * width + 3 * width * inner)
+        tokens = max(grpo.prompts_per_step * grpo.group_size, llm.sft_batch_size) * (PROMPT_TOKENS + llm.max_new_tokens)
+        value_bytes = 2 if llm.dtype == "bfloat16" else 4
+        return [
+            Allocation(f"a model of {parameters:,} parameters", NETWORK_COPIES * parameters * value_bytes, sized),
+            Allocation(
+                f"a step's activations over {tokens:,} tokens",
+                ACTIVATIONS_PER_TOKEN * tokens * (layers * width + vocab) * value_bytes,
+                ("grpo.prompts_per_step", "grpo.group_size", "llm.max_new_tokens", "llm.sft_batch_size"),
+            ),
+        ]
 
     def step(self) -> Step:
         prompts = _training_prompts(self.learner.task, self.config.grpo.prompts_per_step)

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from rlpilot.errors import UserError
+from rlpilot.files import read_json
 from rlpilot.llm import require_transformers
 
 # every character a task prompt or answer can hold; ids 0-2 are the special tokens
@@ -101,6 +102,22 @@ def save_model(model, tokenizer, path: str | Path) -> Path:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+MODEL_SIZES = ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size")
+
+
+def model_sizes(path: str | Path) -> dict[str, int]:
+    """A local model's sizes (:data:`MODEL_SIZES`) from its ``config.json``, read as data (no weights, no code)."""
+    advice = "give a folder written by save_pretrained, or llm.model=tiny"
+    try:
+        config = read_json(Path(path) / "config.json", advice)
+    except OSError:
+        raise UserError(f"llm.model={path}: not a Hugging Face model directory (no config.json); {advice}") from None
+    sizes = config.get("text_config", config) if isinstance(config, dict) else {}
+    if not all(isinstance(sizes.get(key), int) and sizes[key] > 0 for key in MODEL_SIZES):
+        raise UserError(f"llm.model={path}: its config.json does not give {', '.join(MODEL_SIZES)}; {advice}")
+    return {key: sizes[key] for key in MODEL_SIZES}
 
 
 def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32):

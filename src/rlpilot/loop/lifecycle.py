@@ -12,8 +12,10 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from rlpilot import registry
+from rlpilot.bounds import refuse_beyond
 from rlpilot.config.load import apply_overrides
-from rlpilot.config.schema import Config
+from rlpilot.config.schema import Config, resolve_device
 from rlpilot.errors import UserError
 from rlpilot.loop.monitor import Progress
 from rlpilot.redact import redact_data
@@ -28,17 +30,11 @@ def seed_everything(seed: int) -> None:
 
 
 def check_memory(config: Config) -> None:
-    """A control run's envs, collected batch and replay buffer must fit in the memory available now
-    (``rlpilot.envs.memory_estimate``); otherwise one line, before anything is allocated."""
-    from rlpilot.envs.make import check_memory as check_env_memory
-
-    algo = config.algo_config
-    check_env_memory(
-        config.env,
-        steps_per_env=getattr(algo, "steps_per_env", 1),
-        replay_frames=getattr(algo, "buffer_size", 0),
-        eval_envs=config.train.eval_episodes,
-    )
+    """What the run would allocate (its trainable's ``allocations``: envs, batches, buffers, networks, estimated
+    from the config and the env's specs) must fit in the memory available now (``train.device``'s too);
+    otherwise one line (:func:`rlpilot.bounds.refuse_beyond`), before anything is allocated."""
+    device = str(resolve_device(config.train.device))
+    refuse_beyond(registry.trainable_builder(config.algo).allocations(config), device=device)
 
 
 def process_age() -> float | None:

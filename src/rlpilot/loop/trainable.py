@@ -73,3 +73,8 @@ class TrainableBuilder(Protocol):
     def __call__(self, config: Any, *, device: Any, seed: int, state: dict | None, event: EventSink) -> Trainable:
         """Builds the trainable of ``config`` on ``device``, its envs seeded with ``seed``; from ``state``
         (a checkpoint's) when resuming, so nothing is measured or warmed up twice."""
+
+    def allocations(self, config: Any) -> list[Any]:
+        """What building and training ``config`` would allocate (``rlpilot.bounds.Allocation``: envs, batches,
+        buffers, networks), estimated from the config and the env's specs before anything is built; the loop
+        refuses a run that would not fit (``rlpilot.bounds.refuse_beyond``)."""

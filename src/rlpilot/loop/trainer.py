@@ -39,8 +39,7 @@ def train(
     cluster address or ``local``, where ``collect.workers`` actors collect (docs/distributed.md)."""
     config.validate()
     _check_remote(config, ray)
-    if config.kind == "control":  # envs and buffers that cannot fit are refused before anything is allocated
-        lifecycle.check_memory(config)
+    lifecycle.check_memory(config)  # envs, buffers and networks that cannot fit: refused before anything is allocated
     stopping.clear()
     # signals handled before the run directory exists: one during start-up stops it at once (nothing kept)
     with stopping.stop_on_signals(immediate=True):
@@ -97,6 +96,7 @@ def _resume(
         check_compatible(saved, config, run)
     run.check_readable()  # a damaged meta.json, metrics.csv or events.jsonl: refused, nothing is written
     changes = lifecycle.resume_changes(config, overrides or [], total_frames)
+    lifecycle.check_memory(config)  # a resume may evaluate on more episodes: refused before anything is built
     if saved is not None and status in ("finished", "solved"):
         _continue_ended(run, config, saved, status, changes)
     if changes:

@@ -23,6 +23,7 @@ from tensordict import TensorDict
 from torchrl.data import Categorical, OneHot
 
 from rlpilot import registry
+from rlpilot.bounds import FLOAT_BYTES, Allocation, refuse_beyond
 from rlpilot.config.schema import EnvConfig
 from rlpilot.errors import UserError
 
@@ -56,25 +57,54 @@ def env_kwargs(env_cfg: EnvConfig) -> dict:
     return kwargs
 
 
-def make_vector(env_cfg: EnvConfig, num_envs: int, *, seed: int, device: torch.device | str = "cpu"):
-    """``num_envs`` copies of ``env_cfg.id`` behind the batched API, reset with ``seed``."""
+GROUP_STEP_COPIES = 8
+"""An env step of a group holds about this many ``[n_agents, obs]`` float arrays: the observation, its copy for
+the caller, and the temporaries of the dynamics (the native simple_spread's pairwise offsets included)."""
+
+
+def group_env_bytes(n_agents: int, obs_dim: int) -> int:
+    """Bytes one copy of a group's env holds while it steps (:data:`GROUP_STEP_COPIES`)."""
+    return GROUP_STEP_COPIES * n_agents * obs_dim * FLOAT_BYTES
+
+
+def make_vector(
+    env_cfg: EnvConfig,
+    num_envs: int,
+    *,
+    seed: int,
+    device: torch.device | str = "cpu",
+    sized_by: tuple[str, ...] = ("env.num_envs",),
+):
+    """``num_envs`` copies of ``env_cfg.id`` behind the batched API, reset with ``seed``. Copies that would not fit
+    in memory (their size read from one copy built first) are refused in one line naming ``sized_by``, the
+    settings that asked for them."""
     if problem := registry.env_kwargs_problem(env_cfg.id, env_cfg.kwargs):  # check ENV and artifacts too
         raise UserError(problem)
+    if num_envs > 1:
+        probe = _build(env_cfg, 1, seed=seed, device=device)
+        copies = Allocation(
+            f"{num_envs:,} copies of {env_cfg.id}", num_envs * group_env_bytes(probe.n_agents, probe.obs_dim), sized_by
+        )
+        probe.close()
+        refuse_beyond([copies], device=str(device))
+    env = _build(env_cfg, num_envs, seed=seed, device=device)
+    env.reset(seed=seed)
+    return env
+
+
+def _build(env_cfg: EnvConfig, num_envs: int, *, seed: int, device: torch.device | str):
     module = registry.resolve_multiagent_env(env_cfg.id, backend(env_cfg))
     kwargs = env_kwargs(env_cfg)
     try:
         if backend(env_cfg) == "native":
-            env = registry.load_object(registry.NATIVE_MULTIAGENT[env_cfg.id])(num_envs, device=device, **kwargs)
-        elif backend(env_cfg) == "vmas":
-            env = VmasVector(env_cfg.id.removeprefix("vmas."), num_envs, device=device, seed=seed, **kwargs)
-        else:
-            env = PettingZooVector(module, num_envs, device=device, **kwargs)
+            return registry.load_object(registry.NATIVE_MULTIAGENT[env_cfg.id])(num_envs, device=device, **kwargs)
+        if backend(env_cfg) == "vmas":
+            return VmasVector(env_cfg.id.removeprefix("vmas."), num_envs, device=device, seed=seed, **kwargs)
+        return PettingZooVector(module, num_envs, device=device, **kwargs)
     except TypeError as exc:  # a wrong keyword in env.kwargs
         raise UserError(f"{env_cfg.id} does not take env.kwargs {sorted(kwargs)}: {exc}") from None
     except (ValueError, AssertionError) as exc:  # a value the env refuses (N=1, local_ratio=2, ...)
         raise UserError(f"{env_cfg.id} refuses env.kwargs {kwargs}: {exc}") from None
-    env.reset(seed=seed)
-    return env
 
 
 class PettingZooVector:

@@ -16,10 +16,12 @@ import torch
 from tensordict import TensorDict
 
 from rlpilot import registry
+from rlpilot.bounds import FLOAT_BYTES, Allocation, networks
 from rlpilot.config.schema import Config
 from rlpilot.control.collect import EpisodeTracker
+from rlpilot.envs.make import BATCH_COPIES, PER_FRAME_EXTRA_BYTES
 from rlpilot.loop.trainable import Evaluation, EventSink, Step
-from rlpilot.multiagent.envs import make_vector, task_metrics
+from rlpilot.multiagent.envs import group_env_bytes, make_vector, task_metrics
 
 EVAL_SEED_OFFSET = 10_000
 
@@ -83,7 +85,11 @@ class MultiAgentTrainable:
         self.config = config
         self.env = make_vector(config.env, config.env.num_envs, seed=seed, device=device)
         self.eval_env = make_vector(
-            config.env, config.train.eval_episodes, seed=config.train.seed + EVAL_SEED_OFFSET, device=device
+            config.env,
+            config.train.eval_episodes,
+            seed=config.train.seed + EVAL_SEED_OFFSET,
+            device=device,
+            sized_by=("train.eval_episodes",),
         )
         self.algo = registry.load_object(registry.algorithm(config.algo).implementation)(config, self.env, device)
         self.frames = 0
@@ -93,6 +99,45 @@ class MultiAgentTrainable:
         self.collector = AgentCollector(
             self.env, self.algo.act, steps=config.ppo.steps_per_env, reward_scale=config.env.reward_scale
         )
+
+    @staticmethod
+    def allocations(config: Config) -> list[Allocation]:
+        """What the run's envs, batches and networks would hold, from one copy of the env (its agents and
+        observation size). MAPPO's critic reads every agent's observation for each agent: its input over a batch
+        grows with the square of the agents."""
+        probe = make_vector(config.env, 1, seed=0)
+        agents, observation, actions = probe.n_agents, probe.obs_dim, probe.num_actions
+        probe.close()
+        fewer_agents = tuple(f"env.kwargs.{name}" for name in registry.MULTIAGENT_KWARG_BOUNDS.get(config.env.id, {}))
+        sized = ("env.num_envs", "ppo.steps_per_env", *fewer_agents)
+        frames, shared = config.frames_per_batch * agents, config.marl.share_parameters
+        per_agent = 2 * observation * FLOAT_BYTES + PER_FRAME_EXTRA_BYTES  # observation and next observation
+        critic_in = observation * (agents if config.algo == "mappo" else 1) + agents
+        envs = config.env.num_envs + config.train.eval_episodes
+        shapes = [(observation + agents, actions), (critic_in, 1)] * (1 if shared else agents)
+        return [
+            Allocation(
+                f"batches of {config.frames_per_batch:,} frames x {agents} agents",
+                frames * per_agent * BATCH_COPIES,
+                sized,
+            ),
+            Allocation(
+                f"the critic's input over a batch ({critic_in:,} numbers an agent)",
+                2 * frames * critic_in * FLOAT_BYTES,
+                sized,
+            ),
+            Allocation(
+                f"{envs:,} env copies",
+                envs * group_env_bytes(agents, observation),
+                ("env.num_envs", "train.eval_episodes"),
+            ),
+            *networks(
+                shapes,
+                config.model.hidden_sizes,
+                inputs=frames if shared else config.frames_per_batch,
+                inputs_sized_by=sized,
+            ),
+        ]
 
     def step(self) -> Step:
         batch = self.collector.collect()

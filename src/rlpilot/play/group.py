@@ -142,7 +142,7 @@ def evaluate_group(
     play = group_playable(target, checkpoint, controller_name, step_limit_s=step_limit_s)
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
-    env = make_vector(play.env_config, episodes, seed=seed)
+    env = make_vector(play.env_config, episodes, seed=seed, sized_by=("--episodes",))
     per_agent, task = greedy_episodes(env, play.policy_for(env), seed=seed)
     env.close()
     csv_path = Path(csv_path) if csv_path is not None else play.default_csv and own_file(play.default_csv)
