@@ -21,6 +21,7 @@ from rlpilot import stopping
 from rlpilot.arguments import EXIT_BAD_INPUT, MAX_ERROR_CHARS, build_parser, check_seed_range, one_line
 from rlpilot.errors import UserError
 from rlpilot.play.trust import allow_code, require_trust
+from rlpilot.redact import redact
 from rlpilot.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
 
 
@@ -387,6 +388,7 @@ def _controller_kwargs(args: argparse.Namespace) -> dict | None:
         raise UserError("--controller-kwargs builds the controller named by --controller: add --controller NAME")
     import yaml
 
+    from rlpilot.config import field_problems
     from rlpilot.config.safe_yaml import load
 
     try:
@@ -395,6 +397,8 @@ def _controller_kwargs(args: argparse.Namespace) -> dict | None:
         raise UserError(f"--controller-kwargs is not YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(kwargs, dict):
         raise UserError(f"--controller-kwargs: a YAML mapping such as '{{kp: 2.0}}' (got {args.controller_kwargs!r})")
+    if problems := field_problems("--controller-kwargs", kwargs, {"finite_items": True}):
+        raise UserError(problems[0])  # NaN or inf: every action would be NaN
     return kwargs
 
 
@@ -449,7 +453,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             args.run, args.format, args.out, seed=args.seed, checkpoint=args.checkpoint, force=args.force
         )
     except ExportFailed as exc:
-        print(f"rlpilot: export failed: {exc}", file=sys.stderr)
+        print(f"rlpilot: export failed: {redact(str(exc))}", file=sys.stderr)
         return 1
     print(
         f"parity: {result.observations} observations from real rollouts, "

@@ -185,11 +185,12 @@ def read_regular(path: Path, limit: int, *, advice: str) -> bytes:
     for reading waits for a writer) and checked on the open descriptor, so what is read is what was checked;
     at most ``limit + 1`` bytes are ever read (a file that grows meanwhile is refused, not read to its end)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    info = os.fstat(fd)
+    mode, size = info.st_mode, info.st_size
+    if not stat.S_ISREG(mode):  # before a file object is made of it: a folder's would raise with the fd's number
+        os.close(fd)
+        raise UserError(f"{path} is {_kind(mode)}, not a regular file: {advice}")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        mode, size = info.st_mode, info.st_size
-        if not stat.S_ISREG(mode):
-            raise UserError(f"{path} is {_kind(mode)}, not a regular file: {advice}")
         if size > limit:
             raise UserError(f"{path} is {_amount(size)}, more than the {_amount(limit)} it may be: {advice}")
         data = handle.read(limit + 1)

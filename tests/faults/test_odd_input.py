@@ -159,7 +159,7 @@ def test_any_range_is_one_every_sampler_draws_from_or_one_line(low, high, log, i
 
     text = f"{low}:{high}" + (":log" if log else "")
     try:
-        space = parse_param("ppo-cartpole", f"ppo.epochs={text}") if integer else controller_space([f"kp={text}"])
+        space = [parse_param("ppo-cartpole", f"ppo.epochs={text}")] if integer else controller_space([f"kp={text}"])
     except UserError:
         return  # one line on the command line (the CLI escapes a line break the value brought)
     (param,) = space

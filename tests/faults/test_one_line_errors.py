@@ -161,7 +161,7 @@ def test_a_folder_where_a_run_file_belongs_is_one_line(capsys, run, verb):
     (run / "metrics.csv").mkdir()
     before = files(run)
     line = error_line(capsys, [*verb, run])
-    assert "metrics.csv" in line and "Is a directory" in line and "move it away" in line
+    assert "metrics.csv" in line and "is a folder" in line and "move it away" in line
     assert files(run) == before
 
 

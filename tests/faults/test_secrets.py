@@ -22,7 +22,7 @@ PASSWORD = st.text(st.characters(codec="ascii", exclude_characters="\x00"), min_
     lambda p: p.strip() == p and not p.isspace()
 )
 SECRET_PARAMS = st.sampled_from(["password", "passwd", "pwd", "token", "secret", "key", "api_key", "PASSWORD"])
-FIXED = "postgresql sqlite rlpilot tune user host db 5432 sslmode require study.db --storage --ray --mlflow"
+FIXED = "postgresql sqlite:///study.db?sslmode=require& rlpilot tune ://user:@host:5432/db?sslmode=require --storage --ray --mlflow"  # noqa: E501
 
 
 @settings(max_examples=300, deadline=None)
