@@ -285,7 +285,8 @@ def test_a_step_past_the_time_limit_is_one_line(exported, tmp_path, capsys):
     artifact = write(tmp_path, looping(), signature)
     line = eval_line(capsys, artifact, "--step-limit", 0.5)
     assert str(artifact) in line and "ran longer than 0.5 s" in line
-    assert "argument --step-limit: '0' is not a finite number within (0, 86,400]" in eval_line(capsys, artifact, "--step-limit", 0)
+    refused = eval_line(capsys, artifact, "--step-limit", 0)
+    assert "argument --step-limit: '0' is not a finite number within (0, 86,400]" in refused
     with pytest.raises(UserError, match="ran longer than 0.2 s"):  # the library's own bound, the same way
         load_artifact(artifact, step_limit_s=0.2)
 
