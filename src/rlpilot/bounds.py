@@ -13,7 +13,7 @@ and which settings to lower.
 :data:`MAX_RUNS` runs or :data:`MAX_EPISODES` episodes, with at most :data:`MAX_WORKERS` processes: beyond them is a
 typo, not a plan (``--seeds 100000000`` would list 10^8 runs before starting the first).
 
-Torch-free and import-free: any layer may call it.
+Torch-free at import (torch is asked only for a CUDA device's free memory): any layer may call it.
 """
 
 from __future__ import annotations

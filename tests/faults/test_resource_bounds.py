@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli_runner import TESTS, cli_command, cli_env, run_cli, start_cli
+from cli_runner import TESTS, cli_command, cli_env
 from rlpilot.arguments import build_parser
 from rlpilot.bounds import MAX_RUNS, available_memory
 
@@ -43,6 +43,26 @@ def limited(args, *, cwd=TESTS) -> subprocess.CompletedProcess:
         cli_command(args), capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd, env=cli_env(),
         preexec_fn=limit_memory,
     )  # fmt: skip
+
+
+def started(*args, env: dict | None = None) -> subprocess.Popen:
+    """``rlpilot ARGS`` in a fresh process of its own session: :func:`ended` can stop it and whatever it started."""
+    return subprocess.Popen(
+        cli_command(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=TESTS,
+        env=cli_env(**(env or {})), start_new_session=True,
+    )  # fmt: skip
+
+
+def ended(process: subprocess.Popen) -> subprocess.CompletedProcess:
+    """The process's outcome once it has ended; if it outlives :data:`TIMEOUT_S` (it hangs, or ignores a signal)
+    its whole session is killed (workers that hold its pipes too) and the test fails."""
+    try:
+        out, err = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail("the command did not end: it hung, or ignored its signal")
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def refused(result: subprocess.CompletedProcess) -> str:
@@ -175,17 +195,16 @@ def test_sigterm_stops_a_sweep_and_the_run_it_is_training(tmp_path):
     """Before, SIGTERM to ``rlpilot sweep`` waited for every queued run to train its whole budget."""
     out = tmp_path / "sweep"
     long = ["--set", "train.total_frames=10000000", "--set", "train.stop_when_solved=false"]
-    process = start_cli("sweep", "ppo-cartpole", "--seeds", 3, "--workers", 1, "--out", out, *long,
-                        "--set", "train.loggers=[]")  # fmt: skip
+    process = started("sweep", "ppo-cartpole", "--seeds", 3, "--workers", 1, "--out", out, *long,
+                      "--set", "train.loggers=[]")  # fmt: skip
+    meta = out / "default" / "s0" / "meta.json"
     try:
-        meta = out / "default" / "s0" / "meta.json"
         _wait_for(lambda: process.poll() is not None or (meta.exists() and "startup_s" in meta.read_text()))
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=TIMEOUT_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+    process.send_signal(signal.SIGTERM)  # to the sweep only, as a supervisor stops it
+    err = ended(process).stderr
     assert process.returncode == 143, err[-3000:]
     assert [line for line in err.splitlines() if line.strip()] == ["rlpilot: interrupted (SIGTERM)"], err[-3000:]
     record = json.loads(meta.read_text())
@@ -209,10 +228,10 @@ def test_an_mlflow_server_that_does_not_answer_is_one_line_before_the_study(tmp_
     out = tmp_path / "tune"
     args = ["tune", "ppo-cartpole", "--param", "ppo.lr=1e-4:1e-3:log", "--trials", 1, "--seeds-per-trial", 1]
     args += ["--check-seeds", 0, "--set", "train.total_frames=2048", "--out", out]
-    line = refused(run_cli(*args, "--mlflow", f"http://127.0.0.1:{closed_port}", timeout=TIMEOUT_S))
+    line = refused(ended(started(*args, "--mlflow", f"http://127.0.0.1:{closed_port}")))
     assert f"--mlflow http://127.0.0.1:{closed_port}: nothing answers there" in line
     assert not out.exists()
-    line = refused(run_cli(*args, "--mlflow", "http://tuner:hunter2@[::1", timeout=TIMEOUT_S))
+    line = refused(ended(started(*args, "--mlflow", "http://tuner:hunter2@[::1")))
     assert "not a URL with a host" in line and "hunter2" not in line
 
 
@@ -221,10 +240,11 @@ def test_the_mlflow_train_logger_writes_the_runs_own_store_whatever_the_environm
     environment that does not answer is never contacted, so the run cannot hang on it."""
     pytest.importorskip("mlflow")
     run = tmp_path / "run"
-    result = run_cli(
-        *("train", "ppo-cartpole", "--frames", 1024, "--run-dir", run, "-q", "--set", "train.loggers=[mlflow]"),
-        timeout=TIMEOUT_S,
-        env={"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{closed_port}"},
+    result = ended(
+        started(
+            *("train", "ppo-cartpole", "--frames", 1024, "--run-dir", run, "-q", "--set", "train.loggers=[mlflow]"),
+            env={"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{closed_port}"},
+        )
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (run / "mlflow").is_dir() and json.loads((run / "meta.json").read_text())["status"] == "finished"

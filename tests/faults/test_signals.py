@@ -7,6 +7,7 @@ wrong), and the outcome is what is checked."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -34,7 +35,8 @@ def _outcome(process: subprocess.Popen) -> str:
         return process.communicate(timeout=TIMEOUT_S)[1]
     except subprocess.TimeoutExpired:
         process.kill()
-        process.communicate()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a child left holding its pipes: not waited for
+            process.communicate(timeout=30)
         pytest.fail("the process did not end after its signal")
 
 
