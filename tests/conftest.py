@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -29,6 +30,23 @@ def trusted_code():
     allow_code(False)
 
 
+TEST_CLUSTERS = f"tests-{os.getpid()}"
+"""The mark (``rlpilot.cluster.OWNER_VARIABLE``) of the Ray clusters this test process starts: their processes
+are found by it (``owned_processes``), not mistaken for other work's on the machine."""
+
+
+@contextlib.contextmanager
+def marked_as_the_tests():
+    """Processes started in the block carry :data:`TEST_CLUSTERS` in their environment."""
+    from rlpilot.cluster import OWNER_VARIABLE
+
+    os.environ[OWNER_VARIABLE] = TEST_CLUSTERS
+    try:
+        yield
+    finally:
+        os.environ.pop(OWNER_VARIABLE, None)
+
+
 @pytest.fixture
 def loopback_ray():
     """A Ray cluster on loopback for in-process runs (``--ray local`` joins it), started once per test process and
@@ -37,9 +55,10 @@ def loopback_ray():
     runs them all, so one cluster serves them."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(
-            address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1"
-        )
+        with marked_as_the_tests():
+            ray.init(
+                address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1"
+            )
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")  # every listener on loopback
     return ray
 

@@ -125,24 +125,30 @@ inherit it, the workers from the raylet), so that all of them can be found and e
 
 
 def _init(ray, *, owned: bool, **kwargs) -> None:
-    """``ray.init(**kwargs)`` with rlpilot's signal handling kept: ``ray.init`` installs its own SIGTERM handler
-    (it exits the process with no line; a local head's kills Ray's processes and exits 1); rlpilot's is put back
-    when ``ray.init`` returns, and a SIGTERM that Ray's handler took during the start-up becomes the
-    :class:`~rlpilot.stopping.Interrupted` any signal during a start-up raises. ``owned``: a cluster this process
-    starts, its processes marked (:data:`OWNER_VARIABLE`)."""
+    """``ray.init(**kwargs)`` with rlpilot's signal handling kept throughout. ``ray.init`` would install its own
+    SIGTERM handlers (``sys.exit`` from wherever the signal lands: inside an at-fork hook, where exceptions are
+    ignored, it was seen lost, the run training on to the end): they are not installed, so rlpilot's handler records
+    a signal during the start-up (and raises :class:`~rlpilot.stopping.Interrupted` where it can), and a signal
+    recorded by the time ``ray.init`` returns ends the start-up there. ``owned``: a cluster this process starts,
+    its processes marked (:data:`OWNER_VARIABLE`)."""
     main = threading.current_thread() is threading.main_thread()
     ours = signal.getsignal(signal.SIGTERM) if main else None
+    utils = ray._private.utils  # Ray's worker and node both install their handler through this function
+    installing = utils.set_sigterm_handler
+    utils.set_sigterm_handler = lambda handler: None
     if owned:
         os.environ[OWNER_VARIABLE] = str(os.getpid())
     try:
         ray.init(**kwargs)
-    except SystemExit:  # Ray's SIGTERM handler: the only way ray.init exits the process
+    except SystemExit:  # a handler of Ray's after all (another version's path): a SIGTERM
         stopping.request("SIGTERM")
-        raise stopping.Interrupted("SIGTERM") from None
     finally:
+        utils.set_sigterm_handler = installing
         os.environ.pop(OWNER_VARIABLE, None)
         if main and ours is not None:
             signal.signal(signal.SIGTERM, ours)
+    if name := stopping.requested():
+        raise stopping.Interrupted(name)
 
 
 def _shutdown(ray, *, owned: bool) -> None:
@@ -196,7 +202,7 @@ def _kill(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def owned_processes(owner: int) -> list[int]:
+def owned_processes(owner: int | str) -> list[int]:
     """Processes of this machine started for a local cluster by process ``owner`` (:data:`OWNER_VARIABLE`)."""
     needle = f"{OWNER_VARIABLE}={owner}\0".encode()
     pids = []

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from cli_runner import start_cli
+from conftest import TEST_CLUSTERS, marked_as_the_tests
 from rlpilot.cli import main
 from rlpilot.cluster import owned_processes
 from rlpilot.runs import load_run
@@ -45,16 +46,17 @@ def _wait_for(condition, timeout: float = 180) -> None:
         time.sleep(0.05)
 
 
-def _actor_pids() -> list[int]:
-    """Processes of Ray workers running a collection actor (Ray titles them ``ray::CollectionActor...``)."""
+def _actor_pids(owner: int | str = TEST_CLUSTERS) -> list[int]:
+    """Processes of Ray workers running a collection actor (Ray titles them ``ray::CollectionActor...``) of this
+    test process's clusters (or, with ``owner``, of a learner's local one): not those of other work on the
+    machine (another run's, a benchmark's)."""
     pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes().startswith(b"ray::CollectionActor"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
+    for pid in owned_processes(owner):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::CollectionActor"):
+                pids.append(pid)
+        except OSError:
+            continue
     return pids
 
 
@@ -168,9 +170,11 @@ def test_a_node_lost_mid_run_has_its_actors_replaced_on_the_others(tmp_path):
     if ray.is_initialized():  # the module's loopback cluster: this run must join the cluster below instead
         ray.shutdown()
     _wait_for(lambda: not _actor_pids(), timeout=60)  # the actors of earlier tests have exited
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "node_ip_address": "127.0.0.1"})
+    with marked_as_the_tests():  # its processes carry the mark _actor_pids looks for
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "node_ip_address": "127.0.0.1"})
     try:
-        nodes = [cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1") for _ in range(2)]
+        with marked_as_the_tests():
+            nodes = [cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1") for _ in range(2)]
         raylets = {node.all_processes["raylet"][0].process.pid: node for node in nodes}
         path = tmp_path / "node-lost"
         lost: list[int] = []
@@ -216,14 +220,14 @@ def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_c
     args = ["train", "ppo", "CartPole-v1", "--frames", 100_000, "--run-dir", path, "--ray", "local"]
     process = start_cli(*args, *common)
     _wait_for(lambda: (path / "checkpoints" / "last.pt").exists(), timeout=240)
-    actors = _actor_pids()
+    actors = _actor_pids(process.pid)
     assert actors
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 143, err
     meta = json.loads((path / "meta.json").read_text())
     assert meta["status"] == "interrupted" and "SIGTERM" in meta["reason"]
-    _wait_for(lambda: not set(actors) & set(_actor_pids()), timeout=60)  # the actors are gone
+    _wait_for(lambda: not set(actors) & set(_actor_pids(process.pid)), timeout=60)  # the actors are gone
     _wait_for(lambda: not owned_processes(process.pid), timeout=60)  # and every process of its cluster
 
     process = start_cli("train", "--resume", path, "--ray", "local")
