@@ -50,12 +50,22 @@ one (or after 10 s of a hung import, inside it anyway)."""
 _deferred: dict[int, int] = {}
 
 
+LOGGING_LOCK = frozenset({"_acquireLock", "_releaseLock", "_prepareFork", "_afterFork"})
+"""logging's module-lock functions, also the hooks Python runs around every fork (``os.register_at_fork``)."""
+
+
 def _inside_an_import(frame) -> bool:
-    """An exception raised inside an import can leave a library half-imported, and libraries that import
-    optional parts under ``try``/``except`` then carry on with it: numpy was seen running without
-    ``np.logical_or`` after a SIGTERM landed in its import, the run training on as if no signal came."""
+    """Where an exception must not be raised. Inside an import it can leave a library half-imported, and
+    libraries that import optional parts under ``try``/``except`` then carry on with it: numpy was seen running
+    without ``np.logical_or`` after a SIGTERM landed in its import, the run training on as if no signal came.
+    Inside logging's lock functions it would leave the lock held, and when they run as fork hooks (every
+    subprocess started: Ray's, a sweep's) Python ignores it with a traceback on stderr ("Exception ignored in
+    _releaseLock"), seen while Ray started."""
     while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
+        code = frame.f_code
+        if code.co_filename.startswith("<frozen importlib") or (
+            code.co_name in LOGGING_LOCK and code.co_filename.endswith(("logging/__init__.py", "logging\\__init__.py"))
+        ):
             return True
         frame = frame.f_back
     return False
@@ -79,7 +89,7 @@ def stop_on_signals(*, immediate: bool = False):
     then the loop writes a checkpoint and returns. ``immediate`` (start-up: imports, the run directory being
     created, envs and networks built): the signal also raises :class:`Interrupted` at once, so a slow env
     constructor is cut short and nothing is left "running"; a signal that lands inside an import is raised
-    just after it (:func:`_inside_an_import`). Installed whatever the handler was before: a
+    just after it, and one inside logging's lock (a fork hook) just after it too (:func:`_inside_an_import`). Installed whatever the handler was before: a
     process started in the background inherits SIGINT ignored, and a supervisor's SIGINT must still stop it."""
     flag = StopFlag()
 

@@ -111,3 +111,30 @@ def test_a_signal_at_any_moment_of_a_resume_start_up_stops_it(tmp_path):
     again = run_cli("train", "--resume", path, "--frames", 4096, *quiet)
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads((path / "meta.json").read_text())["status"] == "finished"
+
+
+def test_a_signal_in_loggings_fork_hook_is_raised_after_it_not_lost():
+    """A SIGINT that lands in logging's lock functions (the hooks Python runs around every fork, Ray's start-up
+    forks many) is deferred like one inside an import: raised there, it was "Exception ignored" with a traceback
+    on stderr. The frame of ``logging``'s real lock release is where the handler would be called."""
+    import logging
+    import sys
+
+    from rlpilot import stopping
+
+    release = getattr(logging, "_releaseLock", None) or logging._afterFork  # 3.13 renamed the fork hooks
+    frames = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is release.__code__:
+            frames.append(frame)
+
+    acquire = getattr(logging, "_acquireLock", None) or logging._prepareFork
+    acquire()
+    sys.setprofile(profile)
+    try:
+        release()
+    finally:
+        sys.setprofile(None)
+    assert frames and stopping._inside_an_import(frames[0])
+    assert not stopping._inside_an_import(sys._getframe())  # an ordinary frame: the signal is raised at once
