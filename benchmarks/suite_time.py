@@ -6,8 +6,9 @@ docs/results.md ("The test suite").
     python benchmarks/suite_time.py --target test-all --out benchmarks/results/suite_time-all-DATE.txt
     python benchmarks/suite_time.py --busy 2 --out benchmarks/results/suite_time-busy-DATE.txt
 
-``--busy N``: N processes that spin on the CPU (at nice ``--busy-nice``, default 10) for as long as the command runs (a user's busy laptop: on a 2-core
-machine ``--busy 2`` keeps both cores taken by other work); the suite must pass all the same.
+``--busy N``: N processes that spin on the CPU (at nice ``--busy-nice``, default 10) for as long as the command
+runs (a user's busy laptop: on a 2-core machine ``--busy 2`` keeps both cores taken by other work); the suite
+must pass all the same.
 
 The wall time is the whole command (the .venv check included); the counts are pytest's closing line.
 """

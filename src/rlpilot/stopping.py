@@ -88,9 +88,10 @@ def stop_on_signals(*, immediate: bool = False):
     """SIGINT/SIGTERM are recorded (:func:`requested`): the step in progress ends at its next gradient step,
     then the loop writes a checkpoint and returns. ``immediate`` (start-up: imports, the run directory being
     created, envs and networks built): the signal also raises :class:`Interrupted` at once, so a slow env
-    constructor is cut short and nothing is left "running"; a signal that lands inside an import is raised
-    just after it, and one inside logging's lock (a fork hook) just after it too (:func:`_inside_an_import`). Installed whatever the handler was before: a
-    process started in the background inherits SIGINT ignored, and a supervisor's SIGINT must still stop it."""
+    constructor is cut short and nothing is left "running"; a signal that lands inside an import, or inside
+    logging's lock (a fork hook), is raised just after it (:func:`_inside_an_import`). Installed whatever the
+    handler was before: a process started in the background inherits SIGINT ignored, and a supervisor's SIGINT
+    must still stop it."""
     flag = StopFlag()
 
     def handler(signum, frame):
