@@ -163,6 +163,8 @@ def test_any_range_is_one_every_sampler_draws_from_or_one_line(low, high, log, i
     except UserError:
         return  # one line on the command line (the CLI escapes a line break the value brought)
     (param,) = space
+    if param.choices is not None:  # a list of choices (a ',' in the text): numbers or words, not a range
+        return
     for sampler in (optuna.samplers.RandomSampler(seed=0), optuna.samplers.TPESampler(seed=0)):
         for value in drawn(space, sampler):
             assert math.isfinite(value) and param.low <= value <= param.high, (text, value)

@@ -37,7 +37,12 @@ def controller_space(params: list[str]) -> list[Param]:
         if not sep or not key or not value:
             raise UserError(f"--param expects key=low:high[:log] or key=a,b,c, got '{item}'")
         if "," in value:  # each choice as YAML reads it (2.0 a number, pd a string), finite
-            choices = [safe_yaml.load(c.strip(), source=f"--param {key}") for c in value.split(",") if c.strip()]
+            try:
+                choices = [safe_yaml.load(c.strip(), source=f"--param {key}") for c in value.split(",") if c.strip()]
+            except yaml.YAMLError as exc:
+                raise UserError(f"--param {key}: a choice is not a YAML value ({str(exc).splitlines()[0]})") from None
+            if any(isinstance(c, (dict, list)) or c is None for c in choices):
+                raise UserError(f"--param {key}={value}: each choice is a number or a word (a,b,c)")
             if problems := field_problems(f"--param {key}", choices, {"finite_items": True}):
                 raise UserError(problems[0])
             space.append(Param(key=key, choices=choices))
