@@ -123,10 +123,22 @@ def _userinfo_span(decoded: _Decoded) -> tuple[int, int] | None:
 
 
 def _password_between(text: str) -> tuple[int, int] | None:
-    match = _AUTHORITY.search(text)
-    start = match.end() if match else 0
+    """A ``//`` inside the user info (``u:pw//@host``, ``u:a ray://b@host``) is part of the password, not an
+    authority: one whose word has a ``:`` or ``@`` before it is passed over, and one that finds no user info
+    falls back to the address without a scheme when a ``:`` precedes it (``sqlite:///a@b.db`` has none)."""
+    for match in _AUTHORITY.finditer(text):
+        word = text[: match.start()].rsplit(None, 1)[-1] if text[: match.start()].strip() else ""
+        if text[: match.start()][-1:].isspace() or not (":" in word or "@" in word):
+            span = _user_info(text, match.end(), schemeless=False)
+            if span is not None or ":" not in text[: match.start()]:
+                return span
+            break
+    return _user_info(text, 0, schemeless=True)
+
+
+def _user_info(text: str, start: int, schemeless: bool) -> tuple[int, int] | None:
     at = text.rfind("@", start)
-    if at < 0 or (match is None and not _HOST.match(text, at + 1)):
+    if at < 0 or (schemeless and not _HOST.match(text, at + 1)):
         return None
     user, colon, _ = text[start:at].partition(":")
     if not colon or "/" in user:
