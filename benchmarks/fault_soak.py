@@ -152,16 +152,9 @@ def startup_signal(run_dir: Path, rng: random.Random) -> dict:
 
 def actor_pids(learner: int) -> list[int]:
     """The collection actors of ``learner``'s local cluster."""
-    from rlpilot.cluster import owned_processes
+    from rlpilot.cluster import owned_actors
 
-    actors = []
-    for pid in owned_processes(learner):
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::CollectionActor"):
-                actors.append(pid)
-        except OSError:
-            continue
-    return actors
+    return owned_actors(learner)
 
 
 def replaced_events(run_dir: Path) -> int:

@@ -31,6 +31,10 @@ MAX_EPISODES = 1_000_000
 """Episodes one command plays (``eval``, ``check``, a controller's tuning episodes and its check)."""
 MAX_WORKERS = 1_024
 """Processes (or Ray tasks) one command runs at once."""
+MAX_NESTING = 32
+"""Nesting of lists and mappings in anything rlpilot reads (a config nests 3 deep, ``model.cnn_layers`` 4; a run's
+files and an artifact's signature a few more): deeper is refused in one line before parsing goes on, since deep
+nesting is a RecursionError inside ``json`` and YAML's composer."""
 
 
 def refuse_runs(count: int, what: str, lower: str) -> None:

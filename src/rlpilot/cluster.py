@@ -214,3 +214,16 @@ def owned_processes(owner: int | str) -> list[int]:
             except OSError:
                 continue
     return pids
+
+
+def owned_actors(owner: int | str) -> list[int]:
+    """The processes of :func:`owned_processes` running a collection actor (Ray titles them
+    ``ray::CollectionActor...``): what a fault test or the soak kills, not the cluster's own processes."""
+    actors = []
+    for pid in owned_processes(owner):
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::CollectionActor"):
+                actors.append(pid)
+        except OSError:
+            continue
+    return actors

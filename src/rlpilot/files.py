@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rlpilot.bounds import MAX_NESTING  # one bound for every file rlpilot reads (what it writes nests 4 deep)
 from rlpilot.errors import RunWriteError, UserError
 from rlpilot.redact import redact, redact_data
 
@@ -201,8 +202,6 @@ def read_regular(path: Path, limit: int, *, advice: str) -> bytes:
 
 MAX_DATA_BYTES = 512 * 2**20
 """The largest file rlpilot reads back as data (``metrics.csv`` of a 10^9-frame run is ~250 MB)."""
-MAX_NESTING = 32
-"""The deepest nesting of lists and objects in a JSON file rlpilot reads back (what it writes nests 4 deep)."""
 
 
 def read_data(path: Path, advice: str) -> str:

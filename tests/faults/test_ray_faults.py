@@ -157,3 +157,23 @@ def test_the_learner_watch_names_one_process_not_a_reused_pid():
     assert _start_time(os.getpid()) == _start_time(os.getpid()) is not None
     assert _start_time(2**22 + 12345) is None  # above pid_max: no such process
     assert Path(f"/proc/{os.getpid()}/stat").exists()
+
+
+def test_ray_installs_its_sigterm_handler_only_through_the_function_rlpilot_holds_back():
+    """rlpilot keeps its own SIGTERM handler through ``ray.init`` by making ``ray._private.utils.set_sigterm_handler``
+    a no-op meanwhile (:func:`rlpilot.cluster._init`). That holds while Ray's driver and node install theirs through
+    that module attribute and nowhere else: a Ray upgrade that calls ``signal.signal(SIGTERM, ...)`` directly, or
+    imports the function by name, fails here instead of silently ending runs on SIGTERM without a checkpoint."""
+    import inspect
+    import re
+
+    import ray._private.node
+    import ray._private.utils
+    import ray._private.worker
+
+    assert callable(ray._private.utils.set_sigterm_handler)
+    for module in (ray._private.node, ray._private.worker):
+        source = inspect.getsource(module)
+        assert "ray._private.utils.set_sigterm_handler(" in source, module.__name__
+        assert not re.search(r"signal\.signal\(\s*signal\.SIGTERM", source), module.__name__
+        assert not re.search(r"from ray\._private\.utils import[^\n]*set_sigterm_handler", source), module.__name__

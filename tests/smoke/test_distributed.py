@@ -20,7 +20,7 @@ import torch
 from cli_runner import start_cli
 from conftest import TEST_CLUSTERS, marked_as_the_tests
 from rlpilot.cli import main
-from rlpilot.cluster import owned_processes
+from rlpilot.cluster import owned_actors, owned_processes
 from rlpilot.runs import load_run
 
 pytestmark = pytest.mark.xdist_group("ray")  # one test process runs every Ray test: one loopback cluster (conftest)
@@ -48,17 +48,9 @@ def _wait_for(condition, timeout: float = 180) -> None:
 
 
 def _actor_pids(owner: int | str = TEST_CLUSTERS) -> list[int]:
-    """Processes of Ray workers running a collection actor (Ray titles them ``ray::CollectionActor...``) of this
-    test process's clusters (or, with ``owner``, of a learner's local one): not those of other work on the
-    machine (another run's, a benchmark's)."""
-    pids = []
-    for pid in owned_processes(owner):
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::CollectionActor"):
-                pids.append(pid)
-        except OSError:
-            continue
-    return pids
+    """The collection actors of this test process's clusters (or, with ``owner``, of a learner's local one): not
+    those of other work on the machine (another run's, a benchmark's)."""
+    return owned_actors(owner)
 
 
 def test_the_slow_env_costs_time_not_cpu():

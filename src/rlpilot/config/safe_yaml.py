@@ -16,12 +16,11 @@ from typing import Any
 
 import yaml
 
+from rlpilot.bounds import MAX_NESTING as MAX_DEPTH  # one bound for every file rlpilot reads
 from rlpilot.errors import UserError
 
 MAX_CHARS = 1_000_000
 """Text longer than this is refused before parsing (a preset is ~2,000 characters)."""
-MAX_DEPTH = 50
-"""Nesting of lists and mappings (a config nests 3 deep; ``model.cnn_layers`` 4)."""
 MAX_ALIASES = 100
 """``*alias`` uses in one document (configs need none; a few shared values are fine)."""
 MAX_NODES = 100_000
