@@ -27,6 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 from test_faults import FAST, error_line
 
 from cli_runner import TESTS, cli_command, cli_env
+from rlpilot.bounds import MAX_NESTING
 from rlpilot.cli import main
 from rlpilot.errors import UserError
 from rlpilot.play.load import load_artifact
@@ -432,7 +433,7 @@ DISAGREEMENTS = {
     "observation-double": (_graph(input_as_double), "is tensor(double)"),
     "action-float": (_graph(action_as_float), "is tensor(float)"),
     "batch-fixed": (_graph(batch_fixed), "fixes the batch at 1 rows"),
-    "nested-too-deep": (_signature(lambda s: s.update(note=_nest([], 60))), "more than 50 deep"),
+    "nested-too-deep": (_signature(lambda s: s.update(note=_nest([], 60))), f"more than {MAX_NESTING} deep"),
     "json-10000-deep": (lambda m, s: (m, json.dumps(s)[:-1] + ', "x": ' + "[" * 10_000 + "]" * 10_000 + "}"), "deep"),
     "inputs-not-a-list": (_signature(lambda s: s.update(inputs=5)), "inputs must be observation"),
     "more-actions-than-the-env": (_signature(lambda s: s["action"].update(n=3)), "takes 2 actions"),
