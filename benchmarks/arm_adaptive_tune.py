@@ -131,8 +131,8 @@ def references(gains: dict, episodes: int) -> dict[str, dict[str, float]]:
         for which in (ORACLE_OF.get(name, name), "robust"):
             result = play(tuned(gains["gains"][which])[0], kwargs, episodes=episodes, seed=0)
             measured[which] = (
-                float(result.final["track_rmse"].mean() * 1e3),
-                float(result.final["motor_effort"].mean()),
+                float(result.final["tracking_error"].mean() * 1e3),
+                float(result.final["effort"].mean()),
             )
         oracle, robust = measured[ORACLE_OF.get(name, name)], measured["robust"]
         out[name] = {
@@ -149,8 +149,8 @@ def ratio_score(controller, reference: dict, episodes: int) -> tuple[float, dict
     worst, penalty, per = 0.0, 0.0, {}
     for name, kwargs in RATIO_CONDITIONS.items():
         result = play(controller, kwargs, episodes=episodes, seed=0)
-        rmse = float(result.final["track_rmse"].mean() * 1e3) / reference[name]["oracle_rmse_mm"]
-        effort = float(result.final["motor_effort"].mean()) / reference[name]["oracle_effort"]
+        rmse = float(result.final["tracking_error"].mean() * 1e3) / reference[name]["oracle_rmse_mm"]
+        effort = float(result.final["effort"].mean()) / reference[name]["oracle_effort"]
         worst = max(worst, rmse / reference[name]["bar"])
         penalty += EFFORT_WEIGHT * max(0.0, effort - EFFORT_ALLOWED)
         per[name] = {"rmse_ratio": rmse, "effort_ratio": effort}
@@ -213,7 +213,7 @@ def main() -> int:
     best = study.best_trial
     chosen = constants_of(best.params)
     tuning = {  # the chosen constants on each named condition's tuning episodes (0-31), RMSE in mm
-        name: float(play(TrackAdaptivePD(**chosen), kwargs, episodes=32, seed=0).final["track_rmse"].mean() * 1e3)
+        name: float(play(TrackAdaptivePD(**chosen), kwargs, episodes=32, seed=0).final["tracking_error"].mean() * 1e3)
         for name, kwargs in CONDITIONS.items()
     }
     result = {

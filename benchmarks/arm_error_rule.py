@@ -49,7 +49,8 @@ def main() -> None:
     controllers |= {f"rule, {t * 1000:g} mm": ErrorRule(t) for t in (float(t) for t in args.thresholds.split(","))}
     for name, controller in controllers.items():
         rmse = {
-            condition: float(play(controller, kwargs, episodes=args.episodes, seed=0).final["track_rmse"].mean()) * 1000
+            condition: float(play(controller, kwargs, episodes=args.episodes, seed=0).final["tracking_error"].mean())
+            * 1000
             for condition, kwargs in CONDITIONS.items()
         }
         rows.append({"controller": name, "rmse_mm": rmse})

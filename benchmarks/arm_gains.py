@@ -31,20 +31,13 @@ from rlpilot.config import EnvConfig  # noqa: E402
 from rlpilot.control.evaluate import EvalResult, evaluate  # noqa: E402
 from rlpilot.envs import make_env  # noqa: E402
 from rlpilot.envs.arm.controllers import TrackPD, TrackPID  # noqa: E402
+from rlpilot.envs.arm.disturbances import NAMED_CONDITIONS  # noqa: E402
 
 ENV_ID = "rlpilot/ReacherTrack-v0"
 
 # The evaluation conditions (also benchmarks/robot_arm.py's): one disturbance each at about the upper middle
 # of its randomisation range (rlpilot.envs.arm.disturbances.RANDOMIZE_RANGES), then all together.
-CONDITIONS: dict[str, dict] = {
-    "nominal": {},
-    "payload": {"payload": 3.0},
-    "friction": {"friction": 6.0},
-    "gain": {"gain": 0.6},
-    "noise": {"obs_noise": 0.01},
-    "delay": {"action_delay": 1},
-    "all": {"payload": 3.0, "friction": 6.0, "gain": 0.7, "obs_noise": 0.005, "action_delay": 1},
-}
+CONDITIONS: dict[str, dict] = NAMED_CONDITIONS  # the arm declares them (rlpilot.envs.arm.disturbances)
 ROBUST: dict = {"randomize": "all"}  # tuning only: the "robust" gains (not an evaluation condition)
 KP = (0.3, 1.0, 3.0, 10.0, 30.0)
 KD = (0.05, 0.1, 0.2, 0.5, 1.0)

@@ -76,8 +76,8 @@ def main() -> int:
         }
         for which, controller in controllers.items():
             result = play(controller, kwargs, episodes=args.episodes, seed=SEED)
-            rmse[which] = np.asarray(result.final["track_rmse"], dtype=float) * 1e3
-            effort[which] = np.asarray(result.final["motor_effort"], dtype=float)
+            rmse[which] = np.asarray(result.final["tracking_error"], dtype=float) * 1e3
+            effort[which] = np.asarray(result.final["effort"], dtype=float)
         conditions[name] = {
             "rmse_mm": {k: float(v.mean()) for k, v in rmse.items()},
             "bar": min(BAR, float(rmse["robust"].mean() / rmse["oracle"].mean())),

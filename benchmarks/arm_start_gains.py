@@ -51,7 +51,7 @@ def squared_errors(controller, kwargs: dict, seed: int) -> np.ndarray:
             with torch.no_grad():
                 action = controller(torch.as_tensor(observation[None], dtype=torch.float32))
             observation, _, terminated, truncated, info = env.step(action[0].numpy())
-            errors.append(info["tracking_error"] ** 2)
+            errors.append(info["error"] ** 2)
             if terminated or truncated:
                 break
         return np.asarray(errors)

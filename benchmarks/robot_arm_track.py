@@ -47,11 +47,11 @@ from rlpilot.play.episodes import playable  # noqa: E402
 from rlpilot.sweep import bootstrap, iqm  # noqa: E402
 
 MEASURES = {  # name -> (EvalResult.final key or "return", scale, format)
-    "RMSE (mm)": ("track_rmse", 1000.0),
+    "RMSE (mm)": ("tracking_error", 1000.0),
     "max (mm)": ("track_max", 1000.0),
     "final (mm)": ("final_error", 1000.0),
-    "effort": ("motor_effort", 1.0),
-    "smoothness": ("motor_smoothness", 1.0),
+    "effort": ("effort", 1.0),
+    "smoothness": ("smoothness", 1.0),
     "return": ("return", 1.0),
 }
 

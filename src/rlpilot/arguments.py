@@ -193,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=EPISODES, default=20)
     p.add_argument("--seed", type=SEED, default=12345, help="episode i uses seed + i")
     p.add_argument(
+        "--condition",
+        action="append",
+        metavar="NAME|KEY=VALUE",
+        help="play every episode under this condition of the plant: a condition the env names (nominal, heavy) or "
+        "a value of a parameter it declares (load=3); repeatable, later ones over earlier ones (docs/conditions.md)",
+    )
+    p.add_argument(
         "--csv",
         help="per-episode rows (default RUN/eval.csv, ARTIFACT.eval.csv or RUN/eval-CONTROLLER.csv; a controller "
         "on an env id writes rows only here)",

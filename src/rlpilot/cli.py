@@ -342,7 +342,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         controller=args.controller,
         controller_kwargs=_controller_kwargs(args),
         step_limit_s=args.step_limit,
+        condition=args.condition,
     )
+    if result.condition:
+        from rlpilot.conditions import OUTSIDE
+
+        values = "  ".join(f"{k}={v:g}" for k, v in result.condition.items())
+        flagged = f"  ({', '.join(result.outside)}: {OUTSIDE})" if result.outside else ""
+        print(f"condition: {values}{flagged}")
     _print_episodes(args, "mean", result.returns, list(result.per_episode().items()), {})
     return _print_files(csv_path, video)
 

@@ -72,13 +72,23 @@ class Declared:
                     )
                 condition.update(self.named[key])
                 continue
+            condition[key] = text
+        return self.checked(condition, option=option)
+
+    def checked(self, condition: dict[str, Any], *, option: str = "env.condition") -> dict[str, float]:
+        """``condition`` with its names declared and its values numbers (whole ones where the range is whole);
+        else one line naming what is wrong."""
+        out = {}
+        for key, value in condition.items():
             if key not in self.ranges:
                 raise UserError(
-                    f"{option} {item}: {self.env_id} declares no condition '{key}' "
+                    f"{option} {key}: {self.env_id} declares no condition '{key}' "
                     f"(it declares: {', '.join(self.ranges)})"
                 )
-            condition[key] = self._value(key, text, option)
-        return condition
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise UserError(f"{option} {key}={value!r}: the value must be a finite number")
+            out[key] = self._value(key, str(value), option)
+        return out
 
     def _value(self, key: str, text: str, option: str) -> float:
         try:

@@ -34,7 +34,7 @@ def test_residual_sac_improves_on_the_pd_under_a_delay(tmp_path):
     learned, pd = learned_and_pd(tmp_path, "sac-reacher-track-residual", "{action_delay: 1}", frames=12000)
     assert pd.mean < -30  # the delayed PD oscillates (the premise)
     assert learned.mean > 0.85 * pd.mean, (learned.mean, pd.mean)
-    assert learned.final["motor_effort"].mean() < pd.final["motor_effort"].mean()
+    assert learned.final["effort"].mean() < pd.final["effort"].mean()
 
 
 def test_a_learned_gain_schedule_tames_the_delayed_pd(tmp_path):
@@ -47,9 +47,9 @@ def test_a_learned_gain_schedule_tames_the_delayed_pd(tmp_path):
     learned, pd = learned_and_pd(
         tmp_path, "sac-reacher-track-gains", "{action_delay: 1, obs_last_action: true}", frames=8000
     )
-    assert pd.final["track_rmse"].mean() > 0.1  # the delayed PD oscillates (the premise): ~140 mm
-    assert learned.final["track_rmse"].mean() < 0.25 * pd.final["track_rmse"].mean()
-    assert learned.final["motor_effort"].mean() < pd.final["motor_effort"].mean()
+    assert pd.final["tracking_error"].mean() > 0.1  # the delayed PD oscillates (the premise): ~140 mm
+    assert learned.final["tracking_error"].mean() < 0.25 * pd.final["tracking_error"].mean()
+    assert learned.final["effort"].mean() < pd.final["effort"].mean()
 
 
 def test_the_adaptive_student_learns_from_its_history_alone(tmp_path):
@@ -62,5 +62,5 @@ def test_the_adaptive_student_learns_from_its_history_alone(tmp_path):
     overrides = ["train.seed=0", "train.total_frames=98304", "train.eval_every_frames=16384"]
     config = load_config("ppo-reacher-track-adaptive", overrides=overrides)
     run = train(config, run_root=str(tmp_path), show_progress=False)
-    rmse = [row["eval/track_rmse"] for row in run.metrics() if "eval/track_rmse" in row]
+    rmse = [row["eval/tracking_error"] for row in run.metrics() if "eval/tracking_error" in row]
     assert len(rmse) >= 5 and statistics.median(rmse[1:]) <= 0.6 * rmse[0], rmse

@@ -129,8 +129,8 @@ def test_observation_layout_and_info():
     errors = []
     for _ in range(200):
         _, reward, terminated, truncated, info = env.step(np.zeros(2))
-        errors.append(info["tracking_error"])
-        assert reward == pytest.approx(-info["tracking_error"])
+        errors.append(info["error"])
+        assert reward == pytest.approx(-info["error"])
     assert truncated and not terminated
     assert info["track_rmse"] == pytest.approx(math.sqrt(np.mean(np.square(errors))))
     assert info["track_max"] == pytest.approx(max(errors))
@@ -172,7 +172,7 @@ def test_residual_at_initialisation_is_the_base_controller(algo, mode):
     plain_env = make_env(plain_config.env, num_envs=4, seed=7)
     base = evaluate(plain_env, TrackPD(), episodes=4, seed=7)
     assert np.array_equal(learned.returns, base.returns)  # the same episodes, bit for bit
-    assert np.array_equal(learned.final["track_rmse"], base.final["track_rmse"])
+    assert np.array_equal(learned.final["tracking_error"], base.final["tracking_error"])
 
 
 def test_a_gain_schedule_scales_kp_and_kd_and_is_the_pd_at_zero():

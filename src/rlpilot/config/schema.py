@@ -175,6 +175,10 @@ class EnvConfig:
     """Keyword arguments the base controller is built with (``{kp: 2.0, ki: 0.5}``): a user's controller's
     constructor arguments, or the arm controllers' gains (``kp``, ``kd``, ``ki``; ``adaptive-pd``: its schedule's
     and estimator's constants, ``rlpilot.envs.arm.adaptive.ADAPTIVE_GAINS``)."""
+    condition: dict = _check(factory=dict, finite_items=True)
+    """Play every episode under this condition of the plant (``{load: 3.0, delay: 1}``): values for the uncertain
+    parameters the env declares (``condition_ranges``; docs/conditions.md), passed at every reset; the ones not
+    named are drawn or nominal as the env does. Empty: the env as it is. ``rlpilot eval --condition`` sets it."""
     residual_scale: float = positive(0.2)
     """Residual RL: action units the policy can add to the base controller's output (actions are in [-1, 1]);
     with ``residual_mode=gains``, decades the policy can move each gain (1.0: kp and kd from 1/10 to 10 times

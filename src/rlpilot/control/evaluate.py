@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
+from rlpilot.conditions import declared
 from rlpilot.envs.gym_vector import reset_checked, step_checked
 from rlpilot.envs.make import observation_reader, to_numpy
 
@@ -16,14 +17,8 @@ from rlpilot.envs.make import observation_reader, to_numpy
 # env's step info. Reacher-v5 reports reward_dist = -|fingertip - target| (metres) every step.
 FINAL_STATE_MEASURES: dict[str, dict[str, Callable[[dict], np.ndarray]]] = {
     "Reacher-v5": {"final_distance": lambda info: -np.asarray(info["reward_dist"], dtype=np.float64)},
-    # rlpilot/ReacherTrack-v0 reports its episode's tracking statistics so far at every step (envs/arm/env.py)
-    "rlpilot/ReacherTrack-v0": {
-        "track_rmse": lambda info: np.asarray(info["track_rmse"], dtype=np.float64),
-        "track_max": lambda info: np.asarray(info["track_max"], dtype=np.float64),
-        "final_error": lambda info: np.asarray(info["tracking_error"], dtype=np.float64),
-        "motor_effort": lambda info: np.asarray(info["effort"], dtype=np.float64),
-        "motor_smoothness": lambda info: np.asarray(info["smoothness"], dtype=np.float64),
-    },
+    # rlpilot/ReacherTrack-v0 declares its episode measures (rlpilot.conditions); this adds the error at the end
+    "rlpilot/ReacherTrack-v0": {"final_error": lambda info: np.asarray(info["error"], dtype=np.float64)},
 }
 
 
@@ -40,7 +35,12 @@ class EvalResult:
     """Continuous actions: per episode, mean squared change of the action between consecutive steps
     (0 for a constant action); ``None`` for discrete actions."""
     final: dict[str, np.ndarray] = field(default_factory=dict)
-    """Per-episode task measures at the last step (``FINAL_STATE_MEASURES``), e.g. ``final_distance``."""
+    """Per-episode task measures at the last step (``FINAL_STATE_MEASURES``, and what the env declares), e.g.
+    ``final_distance``, ``tracking_error``."""
+    condition: dict = field(default_factory=dict)
+    """The condition of the plant every episode ran under (``env.condition``; empty: the env as it is)."""
+    outside: list = field(default_factory=list)
+    """The names of ``condition``'s values beyond their declared range (played, and flagged)."""
 
     @property
     def mean(self) -> float:
@@ -81,8 +81,8 @@ def evaluate(
     vector_env = env.base_env.vector_env
     read = observation_reader(env)
     n = vector_env.num_envs
-    measures = FINAL_STATE_MEASURES.get(_env_id(vector_env), {})
     env_id = getattr(env.base_env, "env_id", None) or _env_id(vector_env) or "the env"
+    measures = {**declared_measures(vector_env, env_id), **FINAL_STATE_MEASURES.get(_env_id(vector_env), {})}
     columns: dict[str, list[np.ndarray]] = {"return": [], "length": [], "effort": [], "smoothness": []}
     columns.update({name: [] for name in measures})
     seen: set = set()
@@ -138,6 +138,14 @@ def evaluate(
         action_smoothness=per_episode["smoothness"] if continuous else None,
         final={name: per_episode[name] for name in measures},
     )
+
+
+def declared_measures(vector_env, env_id: str) -> dict[str, Callable[[dict], np.ndarray]]:
+    """The per-episode measures the env declares (``measures``, :mod:`rlpilot.conditions`), each read from the
+    step info of the step an episode ends."""
+    found = declared(vector_env, env_id)
+    names = [] if found is None else list(found.measures)
+    return {name: (lambda info, name=name: np.asarray(info[name], dtype=np.float64)) for name in names}
 
 
 def _env_id(vector_env) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
@@ -33,6 +34,7 @@ from torchrl.envs import (
 )
 
 from rlpilot.bounds import FLOAT_BYTES, Allocation
+from rlpilot.conditions import Declared, UnderCondition, require
 from rlpilot.config.schema import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
 from rlpilot.envs.native import NativeEnv, make_native_vector_env
@@ -65,9 +67,22 @@ def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
             env = gym.make(env_id, max_episode_steps=env_cfg.max_episode_steps, **env_cfg.kwargs)
         if env_cfg.frame_skip > 1:
             env = gym.wrappers.MaxAndSkipObservation(env, skip=env_cfg.frame_skip)
+        if env_cfg.condition:
+            env = UnderCondition(env, env_cfg.condition)
         return env
 
     return thunk
+
+
+def declaration(env_cfg: EnvConfig, *, option: str = "--condition") -> Declared:
+    """What ``env_cfg``'s env declares (:mod:`rlpilot.conditions`), read from one env built and closed here; one line
+    when it declares no conditions."""
+    with construction_errors(env_cfg):
+        probe = _make_single(replace(env_cfg, condition={}))()
+    try:
+        return require(probe, env_cfg.id, option=option)
+    finally:
+        probe.close()
 
 
 def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
@@ -76,6 +91,10 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
     ``env.backend=native``: a :class:`rlpilot.envs.native.NativeVectorEnv` (same API, torch tensors)."""
     numpy_class = NUMPY_VECTOR_ENVS.get(env_cfg.id)
     backend = env_cfg.backend
+    if env_cfg.condition and backend in ("native", "numpy"):
+        raise UserError(
+            f"env.condition: env.backend={backend} plays {env_cfg.id} without conditions; use env.backend=sync"
+        )
     if backend == "native":  # torch tensors on the CPU; make_env puts them on the run's device
         return make_native_vector_env(
             env_cfg.id, num_envs, max_episode_steps=env_cfg.max_episode_steps, kwargs=env_cfg.kwargs
@@ -86,9 +105,12 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             f"(available: {', '.join(NUMPY_VECTOR_ENVS)}); use env.backend=sync"
         )
     with construction_errors(env_cfg):
-        if numpy_class is not None and backend in ("auto", "numpy") and not env_cfg.kwargs:
+        if numpy_class is not None and backend in ("auto", "numpy") and not env_cfg.kwargs and not env_cfg.condition:
             max_steps = env_cfg.max_episode_steps or gym.spec(env_cfg.id).max_episode_steps
             return numpy_class(num_envs=num_envs, max_episode_steps=max_steps)
+        if env_cfg.condition:  # names and values checked against what the env declares, once, here
+            condition = declaration(env_cfg, option="env.condition").checked(env_cfg.condition)
+            env_cfg = replace(env_cfg, condition=condition)
         thunk = _make_single(env_cfg)
         if backend == "async":
             thunk().close()  # a missing dependency fails here, with its own message, not in a worker

@@ -16,7 +16,7 @@ from torchrl.envs import TransformedEnv
 
 from rlpilot.config.schema import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
-from rlpilot.envs.make import make_env, single_spaces
+from rlpilot.envs.make import declaration, make_env, single_spaces
 from rlpilot.errors import UserError
 from rlpilot.files import own_file
 from rlpilot.play.bounded_step import STEP_LIMIT_S
@@ -147,14 +147,22 @@ def evaluate_target(
     controller: str | None = None,
     controller_kwargs: dict | None = None,
     step_limit_s: float = STEP_LIMIT_S,
+    condition: list[str] | None = None,
 ) -> tuple[EvalResult, Path | None, Path | None]:
     """Greedy episodes of a run or an artifact (or ``controller`` on a run's env or an env id); per-episode
     rows to CSV (``csv_path``, else the run's or artifact's default; a controller on an env id writes none
     unless asked); optionally one episode on video.
 
     ``backend`` overrides the env's ``env.backend`` (e.g. a policy trained on ``native`` evaluated
-    on gymnasium's own env with ``auto``). ``step_limit_s``: the longest an artifact's step may run."""
+    on gymnasium's own env with ``auto``). ``step_limit_s``: the longest an artifact's step may run.
+    ``condition``: ``--condition`` items (a named condition, ``name=value``), every episode played under them."""
     target = playable(path, checkpoint, controller, controller_kwargs, step_limit_s=step_limit_s)
+    outside: list[str] = []
+    if condition:
+        declared = declaration(target.env_config)
+        chosen = {**target.env_config.condition, **declared.resolve(condition)}
+        outside = declared.outside(chosen)
+        target = replace(target, env_config=replace(target.env_config, condition=chosen))
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
     if backend is not None and backend not in BACKENDS:
@@ -164,6 +172,7 @@ def evaluate_target(
         result = evaluate(env, target.policy_for(env), episodes=episodes, seed=seed)
     finally:
         env.close()
+    result.condition, result.outside = dict(target.env_config.condition), outside
     csv_path = Path(csv_path) if csv_path is not None else target.default_csv and own_file(target.default_csv)
     if csv_path is not None:
         extra = result.per_episode()

@@ -14,9 +14,14 @@ The arm is Reacher-v5's model (two links, 0.1 m and 0.11 m to the fingertip, tor
   ``obs_noise``), reference x, y, reference vx, vy, fingertip - reference (x, y) (from the measured
   angles through the arm's forward kinematics, as an encoder-based controller computes it).
 - **Reward**: ``-|fingertip - reference| - effort_weight * |a|^2`` per step (``effort_weight`` 0.1).
-- **Info** at every step: ``tracking_error`` (m, true positions), and the episode so far:
-  ``track_rmse``, ``track_max``, ``effort`` (mean |a|^2 of the actions the motors got), ``smoothness``
-  (mean |a_t - a_{t-1}|^2); ``reward_dist`` (-tracking_error) as Reacher-v5.
+- **Info** at every step: ``error`` (m, true positions), and the episode so far: ``tracking_error`` (its
+  RMSE; ``track_rmse`` too), ``track_max``, ``effort`` (mean |a|^2 of the actions the motors got),
+  ``smoothness`` (mean |a_t - a_{t-1}|^2); ``reward_dist`` (-error) as Reacher-v5. At reset, ``condition``:
+  the disturbances the episode runs under.
+- **Conditions** (:mod:`rlpilot.conditions`): the disturbances below are its uncertain parameters, their
+  randomisation ranges its declared ones, and ``nominal``, ``payload``, ``friction``, ``gain``, ``noise``,
+  ``delay``, ``all`` its named cases (:data:`~rlpilot.envs.arm.disturbances.NAMED_CONDITIONS`);
+  ``reset(options={"condition": {...}})`` sets disturbances for one episode.
 
 **Disturbances** (keyword arguments ``payload``, ``friction``, ``damping``, ``gain``, ``obs_noise``,
 ``action_delay``, ``randomize``, ``randomize_prob``; :mod:`rlpilot.envs.arm.disturbances` lists them), each a
@@ -54,7 +59,15 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.mujoco.reacher_v5 import ReacherEnv
 
-from rlpilot.envs.arm.disturbances import PRIVILEGED, DisturbanceSpec, normalised
+from rlpilot.envs.arm.disturbances import (
+    NAMED_CONDITIONS,
+    NOMINAL,
+    PRIVILEGED,
+    RANDOMIZE_RANGES,
+    DisturbanceSpec,
+    disturbance_range,
+    normalised,
+)
 from rlpilot.envs.arm.geometry import REACH, joint_angles, tip_position
 
 TRAJECTORIES = ("circle", "figure8", "p2p")
@@ -69,6 +82,16 @@ COMMAND_COLUMNS = slice(12, 14)
 
 class ReacherTrackEnv(ReacherEnv):
     """Reacher-v5's arm tracking a moving reference in a vertical plane, with optional disturbances."""
+
+    # the conditions protocol (rlpilot.conditions): the disturbances, their randomisation ranges, named cases
+    condition_ranges = RANDOMIZE_RANGES
+    named_conditions = NAMED_CONDITIONS
+    measures = {
+        "tracking_error": "RMS distance of the fingertip from the reference over the episode, m",
+        "track_max": "largest distance of the fingertip from the reference in the episode, m",
+        "effort": "mean squared motor command as the motors got it (both joints summed)",
+        "smoothness": "mean squared change of the motor command from one step to the next",
+    }
 
     def __init__(
         self,
@@ -148,8 +171,23 @@ class ReacherTrackEnv(ReacherEnv):
         model.opt.gravity[:] = (0.0, -9.81, 0.0)  # the arm's plane is x-y: gravity in that plane
 
     # -- the model under the episode's disturbances ------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Reacher's reset; ``options={"condition": {...}}`` sets disturbances for this episode over what the
+        env draws (drawn all the same: the reference and start are the same whatever the condition), and
+        ``info["condition"]`` is every disturbance the episode runs under."""
+        condition = dict((options or {}).get("condition") or {})
+        for name, value in condition.items():
+            if name not in NOMINAL:
+                raise ValueError(f"condition: no disturbance '{name}' (the arm's: {', '.join(NOMINAL)})")
+            low, _ = disturbance_range(name, value)
+            condition[name] = int(low) if name == "action_delay" else low
+        self._condition = condition
+        observation, info = super().reset(seed=seed, options=options)
+        info["condition"] = dict(self.disturbances)
+        return observation, info
+
     def _apply_disturbances(self) -> None:
-        drawn = self.disturbance_spec.draw(self.np_random)
+        drawn = {**self.disturbance_spec.draw(self.np_random), **getattr(self, "_condition", {})}
         model = self.model
         model.body_mass[self._fingertip] = self._nominal_model["mass"] + drawn["payload"]
         model.dof_frictionloss[:2] = drawn["friction"]
@@ -255,8 +293,9 @@ class ReacherTrackEnv(ReacherEnv):
         self._previous_action = action
         reward = -error - self.effort_weight * effort
         info = {
-            "tracking_error": error,
+            "error": error,
             "reward_dist": -error,
+            "tracking_error": math.sqrt(self._squared_errors / self._steps),
             "track_rmse": math.sqrt(self._squared_errors / self._steps),
             "track_max": self._max_error,
             "effort": self._effort / self._steps,
