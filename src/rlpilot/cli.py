@@ -347,7 +347,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if result.condition:
         from rlpilot.conditions import OUTSIDE
 
-        values = "  ".join(f"{k}={v:g}" for k, v in result.condition.items())
+        values = "  ".join(k if isinstance(v, str) else f"{k}={v:g}" for k, v in result.condition.items())
         flagged = f"  ({', '.join(result.outside)}: {OUTSIDE})" if result.outside else ""
         print(f"condition: {values}{flagged}")
     _print_episodes(args, "mean", result.returns, list(result.per_episode().items()), {})

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from rlpilot.errors import UserError
 
@@ -64,8 +65,10 @@ class Declared:
         for item in items or []:
             key, sep, text = (part.strip() for part in item.partition("="))
             if not sep:
+                if key == SAMPLED:
+                    continue  # the caller asks sampled() for it
                 if key not in self.named:
-                    cases = ", ".join(self.named) or "none"
+                    cases = ", ".join([*self.named, SAMPLED])
                     raise UserError(
                         f"{option} {item}: {self.env_id} names no such condition (its named conditions: {cases}; "
                         f"or give values, {option} name=value)"
@@ -164,15 +167,36 @@ def require(env: gym.Env | gym.vector.VectorEnv, env_id: str, *, option: str = "
     return found
 
 
+SAMPLED = "sampled"
+"""The condition name (``--condition sampled``, ``env.condition_sampled``) that draws every declared parameter an
+episode does not fix from its declared range, as a function of the episode's seed: every row of a comparison
+plays the same plants on the same episodes."""
+
+
 class UnderCondition(gym.Wrapper):
     """An env whose every reset runs under ``condition`` (added to the reset's options; the env draws or keeps
-    nominal what the condition does not name)."""
+    nominal what the condition does not name). With ``sample`` (the declared ranges), each reset first draws
+    every sampled parameter uniformly in its range (whole numbers where the range is whole) from a generator
+    seeded by the reset's seed (a reset without a seed goes on from the last one's)."""
 
-    def __init__(self, env: gym.Env, condition: dict[str, float]):
+    def __init__(
+        self, env: gym.Env, condition: dict[str, float], sample: dict[str, tuple[float, float]] | None = None
+    ):
         super().__init__(env)
         self.condition = dict(condition)
+        self.sample = dict(sample or {})
+        self._draws = np.random.default_rng(0)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         options = dict(options or {})
-        options["condition"] = {**self.condition, **options.get("condition", {})}
+        drawn: dict[str, float] = {}
+        if self.sample:
+            if seed is not None:
+                self._draws = np.random.default_rng([int(seed), 0x5A3])  # apart from the env's own stream
+            for name, (low, high) in self.sample.items():
+                if isinstance(low, int) and isinstance(high, int):
+                    drawn[name] = int(self._draws.integers(low, high + 1))
+                else:
+                    drawn[name] = float(self._draws.uniform(low, high))
+        options["condition"] = {**drawn, **self.condition, **options.get("condition", {})}
         return self.env.reset(seed=seed, options=options)

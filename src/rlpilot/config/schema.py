@@ -179,6 +179,9 @@ class EnvConfig:
     """Play every episode under this condition of the plant (``{load: 3.0, delay: 1}``): values for the uncertain
     parameters the env declares (``condition_ranges``; docs/conditions.md), passed at every reset; the ones not
     named are drawn or nominal as the env does. Empty: the env as it is. ``rlpilot eval --condition`` sets it."""
+    condition_sampled: bool = False
+    """Draw every declared parameter ``condition`` does not fix from its declared range at each reset, from the
+    episode's seed (``--condition sampled``): the same plants on the same episodes for every policy compared."""
     residual_scale: float = positive(0.2)
     """Residual RL: action units the policy can add to the base controller's output (actions are in [-1, 1]);
     with ``residual_mode=gains``, decades the policy can move each gain (1.0: kp and kd from 1/10 to 10 times

@@ -73,10 +73,12 @@ def evaluate(
     *,
     episodes: int,
     seed: int,
+    seeds: list[int] | None = None,
 ) -> EvalResult:
     """Runs ``episodes`` greedy episodes, ``env.batch_size`` at a time (one episode per env per round).
 
-    Round ``k`` resets with ``seed + k * num_envs``, so the same seed gives the same episodes.
+    Round ``k`` resets with ``seed + k * num_envs``, so the same seed gives the same episodes. ``seeds``: one
+    round, env ``i`` reset with ``seeds[i]`` (candidates side by side on the same episodes).
     """
     vector_env = env.base_env.vector_env
     read = observation_reader(env)
@@ -88,7 +90,7 @@ def evaluate(
     seen: set = set()
     continuous = False
     for round_index in range((episodes + n - 1) // n):
-        raw = reset_checked(vector_env, env_id, seed=seed + round_index * n)
+        raw = reset_checked(vector_env, env_id, seed=seed + round_index * n if seeds is None else list(seeds))
         observation = read(raw, reset=True)
         reset_state = getattr(greedy_action, "reset", None)  # a stateful controller (PID): a new episode each
         if reset_state is not None:

@@ -54,7 +54,9 @@ EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "pygame": "classic-control", "al
 RLPILOT_EXTRAS = {"box2d", "mujoco"}
 
 
-def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
+def _make_single(env_cfg: EnvConfig, sample: dict | None = None) -> Callable[[], gym.Env]:
+    """A function building one env of ``env_cfg`` (``sample``: the declared ranges ``env.condition_sampled`` draws
+    conditions from)."""
     env_class, env_id = resolve_env(env_cfg.id)
 
     def thunk() -> gym.Env:
@@ -67,8 +69,8 @@ def _make_single(env_cfg: EnvConfig) -> Callable[[], gym.Env]:
             env = gym.make(env_id, max_episode_steps=env_cfg.max_episode_steps, **env_cfg.kwargs)
         if env_cfg.frame_skip > 1:
             env = gym.wrappers.MaxAndSkipObservation(env, skip=env_cfg.frame_skip)
-        if env_cfg.condition:
-            env = UnderCondition(env, env_cfg.condition)
+        if env_cfg.condition or sample:
+            env = UnderCondition(env, env_cfg.condition, sample)
         return env
 
     return thunk
@@ -78,7 +80,7 @@ def declaration(env_cfg: EnvConfig, *, option: str = "--condition") -> Declared:
     """What ``env_cfg``'s env declares (:mod:`rlpilot.conditions`), read from one env built and closed here; one line
     when it declares no conditions."""
     with construction_errors(env_cfg):
-        probe = _make_single(replace(env_cfg, condition={}))()
+        probe = _make_single(replace(env_cfg, condition={}, condition_sampled=False))()
     try:
         return require(probe, env_cfg.id, option=option)
     finally:
@@ -91,7 +93,8 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
     ``env.backend=native``: a :class:`rlpilot.envs.native.NativeVectorEnv` (same API, torch tensors)."""
     numpy_class = NUMPY_VECTOR_ENVS.get(env_cfg.id)
     backend = env_cfg.backend
-    if env_cfg.condition and backend in ("native", "numpy"):
+    conditioned = bool(env_cfg.condition) or env_cfg.condition_sampled
+    if conditioned and backend in ("native", "numpy"):
         raise UserError(
             f"env.condition: env.backend={backend} plays {env_cfg.id} without conditions; use env.backend=sync"
         )
@@ -105,13 +108,16 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             f"(available: {', '.join(NUMPY_VECTOR_ENVS)}); use env.backend=sync"
         )
     with construction_errors(env_cfg):
-        if numpy_class is not None and backend in ("auto", "numpy") and not env_cfg.kwargs and not env_cfg.condition:
+        if numpy_class is not None and backend in ("auto", "numpy") and not env_cfg.kwargs and not conditioned:
             max_steps = env_cfg.max_episode_steps or gym.spec(env_cfg.id).max_episode_steps
             return numpy_class(num_envs=num_envs, max_episode_steps=max_steps)
-        if env_cfg.condition:  # names and values checked against what the env declares, once, here
-            condition = declaration(env_cfg, option="env.condition").checked(env_cfg.condition)
-            env_cfg = replace(env_cfg, condition=condition)
-        thunk = _make_single(env_cfg)
+        sample = None
+        if conditioned:  # names and values checked against what the env declares, once, here
+            declared = declaration(env_cfg, option="env.condition")
+            env_cfg = replace(env_cfg, condition=declared.checked(env_cfg.condition))
+            if env_cfg.condition_sampled:
+                sample = {k: v for k, v in declared.ranges.items() if k not in env_cfg.condition}
+        thunk = _make_single(env_cfg, sample)
         if backend == "async":
             thunk().close()  # a missing dependency fails here, with its own message, not in a worker
             # fork, not TorchRL's global "spawn": a spawned worker re-imports torch and torchrl before its

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
+from rlpilot.conditions import SAMPLED
 from rlpilot.config.schema import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs.make import declaration, make_env, single_spaces
@@ -162,7 +163,8 @@ def evaluate_target(
         declared = declaration(target.env_config)
         chosen = {**target.env_config.condition, **declared.resolve(condition)}
         outside = declared.outside(chosen)
-        target = replace(target, env_config=replace(target.env_config, condition=chosen))
+        sampled = SAMPLED in condition or target.env_config.condition_sampled
+        target = replace(target, env_config=replace(target.env_config, condition=chosen, condition_sampled=sampled))
     if video is not None and Path(video).suffix.lower() not in (".gif", ".mp4"):
         raise UserError(f"--video {video}: the file must end in .gif or .mp4")
     if backend is not None and backend not in BACKENDS:
@@ -173,6 +175,8 @@ def evaluate_target(
     finally:
         env.close()
     result.condition, result.outside = dict(target.env_config.condition), outside
+    if target.env_config.condition_sampled:
+        result.condition = {SAMPLED: "every other parameter drawn from its range", **result.condition}
     csv_path = Path(csv_path) if csv_path is not None else target.default_csv and own_file(target.default_csv)
     if csv_path is not None:
         extra = result.per_episode()
