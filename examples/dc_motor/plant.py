@@ -10,10 +10,18 @@ of control periods late (the fieldbus)::
 
 Observation: ``[reference - position, reference velocity - velocity, reference, reference velocity]`` (rad,
 rad/s). Action: the motor command in [-1, 1] (1: the torque at rated current). Reward per step:
-``-|position error| - 0.01 * u^2``. ``info`` carries the tracking error, and at the end the episode's RMSE.
+``-|position error| - 0.01 * u^2``.
 
 Each disturbance is a number (fixed) or ``[low, high]`` (drawn at every reset): ``load`` (kg on the belt, adds
 inertia), ``friction`` (N·m Coulomb), ``load_torque`` (N·m), ``delay`` (control periods).
+
+The axis follows rlpilot's conditions protocol (:mod:`rlpilot.conditions`): it declares the disturbances as
+``condition_ranges`` (``RANDOMIZED``), a few ``named_conditions``, and its ``measures``; ``reset(options=
+{"condition": {...}})`` plays an episode under those values (set after the episode is drawn, so one seed gives the
+same reference under every condition), and the reset's ``info["condition"]`` (also ``info["dynamics"]``, its
+older name) is what the episode runs under. ``info`` at every step: ``tracking_error`` and ``track_rmse``, the
+episode's position RMSE so far (rad), and ``effort``, the mean squared command the motor received (after clipping
+and the delay).
 """
 
 from __future__ import annotations
@@ -37,6 +45,24 @@ RANDOMIZED = {"load": [0.0, 8.0], "friction": [0.0, 1.5], "load_torque": [-1.5, 
 
 class ConveyorAxis(gym.Env):
     metadata = {"render_modes": []}
+
+    condition_ranges = {
+        name: (int(low), int(high)) if name == "delay" else (float(low), float(high))
+        for name, (low, high) in RANDOMIZED.items()
+    }
+    named_conditions = {
+        "nominal": dict(NOMINAL),
+        "heavy-load": {"load": 8.0},
+        "high-friction": {"friction": 1.5},
+        "incline": {"load_torque": 1.5},
+        "delay": {"delay": 2},
+        "heavy": {"load": 8.0, "friction": 1.5, "load_torque": 1.5},  # docs/your-controller.md's comparison
+    }
+    measures = {
+        "tracking_error": "the episode's position RMSE so far (rad)",
+        "track_rmse": "the same as tracking_error (its older name)",
+        "effort": "mean squared motor command as received, after clipping and the delay",
+    }
 
     def __init__(self, load=None, friction=None, load_torque=None, delay=None, randomize: bool = False):
         given = {"load": load, "friction": friction, "load_torque": load_torque, "delay": delay}
@@ -82,9 +108,22 @@ class ConveyorAxis(gym.Env):
         self.points = self.np_random.uniform(-1.0, 1.0, size=int(math.ceil(STEPS * DT / SEGMENT)) + 2)
         self.points[1] = self.points[0]  # hold the start for one segment
         self.position, self.velocity, self.t = float(self.points[0]), 0.0, 0
+        for name, value in dict((options or {}).get("condition") or {}).items():
+            self.now[name] = self._condition(name, value)
         self.queue = [0.0] * self.now["delay"]
-        self.squared_errors = 0.0
-        return self._obs(), {"dynamics": dict(self.now)}
+        self.squared_errors, self.squared_commands = 0.0, 0.0
+        return self._obs(), {"condition": dict(self.now), "dynamics": dict(self.now)}
+
+    def _condition(self, name: str, value) -> float:
+        if name not in RANDOMIZED:
+            raise ValueError(f"no condition '{name}' (the axis's: {', '.join(RANDOMIZED)})")
+        if not math.isfinite(float(value)):
+            raise ValueError(f"{name}: a finite number, got {value!r}")
+        if name == "delay":
+            if not (float(value).is_integer() and value >= 0):
+                raise ValueError(f"delay: whole control periods (0 or more), got {value!r}")
+            return int(value)
+        return float(value)
 
     def step(self, action):
         command = float(np.clip(np.asarray(action, dtype=np.float64).reshape(-1)[0], -1.0, 1.0))
@@ -108,7 +147,9 @@ class ConveyorAxis(gym.Env):
         observation = self._obs()
         error = float(observation[0])
         self.squared_errors += error * error
-        info = {"tracking_error": abs(error), "track_rmse": math.sqrt(self.squared_errors / self.t)}
+        self.squared_commands += applied * applied
+        rmse = math.sqrt(self.squared_errors / self.t)
+        info = {"tracking_error": rmse, "track_rmse": rmse, "effort": self.squared_commands / self.t}
         return observation, -abs(error) - 0.01 * command**2, False, self.t >= STEPS, info
 
 

@@ -7,10 +7,10 @@ resumed run one batch more), ``eval`` plays 2 episodes, ``check`` 3, ``sweep``/`
 trials of one-batch runs, at most 2 Ray actors. Placeholders become what they stand for: a run the page made
 (``RUN``, ``runs/<run>``, ``runs/NAME-s0-*``, a dated run name), seed 0 for ``S``, this test's loopback Ray
 cluster for a cluster address, the user packages of ``tests/docs_pkgs`` for ``mypkg``/``mypackage``, and
-``examples/`` for the DC motor. What a page assumes exists before its first command (``GIVEN``) is made the
-same way. A command that needs what this machine lacks (a GPU, a PostgreSQL server) must be refused in one
-line, exit 2 (``NEEDS``). Each command runs in this process (``rlpilot.cli.main``) with the user's modules
-forgotten between commands, as in a fresh shell.
+``examples/`` for the DC motor and the heated tank. What a page assumes exists before its first command
+(``GIVEN``) is made the same way. A command that needs what this machine lacks (a GPU, a PostgreSQL server)
+must be refused in one line, exit 2 (``NEEDS``). Each command runs in this process (``rlpilot.cli.main``) with
+the user's modules forgotten between commands, as in a fresh shell.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from rlpilot.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-USER_PACKAGES = ("mypkg", "mypackage", "dc_motor")
+USER_PACKAGES = ("mypkg", "mypackage", "dc_motor", "heated_tank")
 
 GIVEN = {
     "docs/eval.md": [
