@@ -179,9 +179,7 @@ class UnderCondition(gym.Wrapper):
     every sampled parameter uniformly in its range (whole numbers where the range is whole) from a generator
     seeded by the reset's seed (a reset without a seed goes on from the last one's)."""
 
-    def __init__(
-        self, env: gym.Env, condition: dict[str, float], sample: dict[str, tuple[float, float]] | None = None
-    ):
+    def __init__(self, env: gym.Env, condition: dict[str, float], sample: dict[str, tuple[float, float]] | None = None):
         super().__init__(env)
         self.condition = dict(condition)
         self.sample = dict(sample or {})

@@ -164,14 +164,18 @@ MAX_FLOORS = 11
 
 LAYERS = [
     ("cli", ["rlpilot.cli"]),
-    ("verbs", ["rlpilot.check", "rlpilot.play", "rlpilot.doctor", "rlpilot.sweep", "rlpilot.tune"]),
+    (
+        "verbs",
+        ["rlpilot.check", "rlpilot.play", "rlpilot.doctor", "rlpilot.sweep", "rlpilot.tune"]
+        + ["rlpilot.reference", "rlpilot.compare"],
+    ),
     ("the loop", ["rlpilot.loop"]),
     ("training families", ["rlpilot.loop.trainable", "rlpilot.control", "rlpilot.multiagent", "rlpilot.llm"]),
     ("envs and parts", ["rlpilot.envs", "rlpilot.guard", "rlpilot.controllers", "rlpilot.plot"]),
     (
         "data",
         ["rlpilot.config", "rlpilot.runs", "rlpilot.registry", "rlpilot.findings", "rlpilot.errors"]
-        + ["rlpilot.torchrl_import", "rlpilot"],
+        + ["rlpilot.torchrl_import", "rlpilot.conditions", "rlpilot"],
     ),
 ]
 """Top to bottom; a module's layer is the one naming its longest prefix (``loop.trainable``, the protocol the

@@ -41,7 +41,7 @@ RANDOMIZE_RANGES: dict[str, tuple[float, float]] = {
     "action_delay": (0, 1),
 }
 NAMED_CONDITIONS: dict[str, dict[str, float]] = {
-    "nominal": {},
+    "nominal": dict(NOMINAL),
     "payload": {"payload": 3.0},
     "friction": {"friction": 6.0},
     "gain": {"gain": 0.6},
@@ -50,7 +50,7 @@ NAMED_CONDITIONS: dict[str, dict[str, float]] = {
     "all": {"payload": 3.0, "friction": 6.0, "gain": 0.7, "obs_noise": 0.005, "action_delay": 1},
 }
 """The arm's named conditions (``--condition NAME``; :mod:`rlpilot.conditions`): each disturbance alone near the
-top of its range, and all of them at once; what is not named is nominal."""
+top of its range, and all of them at once; what a case does not name is nominal (the ``nominal`` case's value)."""
 # The largest value each disturbance may take: ten times the top of its randomisation range (a stress test
 # still fits), a bound that keeps MuJoCo's integration finite (gain inf or a NaN payload gave NaN states).
 LIMITS = {"payload": 40.0, "friction": 80.0, "damping": 30.0, "gain": 14.0, "obs_noise": 0.1, "action_delay": 10}
