@@ -61,6 +61,7 @@ RANGES = {"gain": (30.0, 60.0), "time_constant": (20.0, 150.0), "dead_time": (1,
 class HeatedTank(gym.Env):
     metadata = {"render_modes": []}
 
+    trace = ("setpoint", "temperature", "heater")  # what rlpilot compare draws step by step
     condition_ranges = RANGES
     named_conditions = {
         "nominal": dict(NOMINAL),

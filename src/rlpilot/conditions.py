@@ -13,6 +13,9 @@ what a control engineer scores it on. Any gymnasium env may follow the protocol;
   the episode ends. ``tracking_error`` and ``effort`` (the plant's own actuator, whatever the policy's action
   was) are the two ``rlpilot compare`` scores on.
 
+- ``trace: tuple[str, ...]`` (optional): step info entries (numbers) worth plotting step by step (a set-point,
+  the measured output, the actuator): what ``rlpilot compare`` draws for one episode per condition.
+
 **What the env does**: ``reset(options={"condition": {...}})`` runs the episode under those values (parameters not
 given are drawn or nominal as usual), and the reset's ``info["condition"]`` is the condition the episode runs
 under, whatever chose it.
@@ -44,6 +47,7 @@ class Declared:
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     named: dict[str, dict[str, float]] = field(default_factory=dict)
     measures: dict[str, str] = field(default_factory=dict)
+    trace: tuple[str, ...] = ()
 
     def integer(self, name: str) -> bool:
         low, high = self.ranges[name]
@@ -126,6 +130,7 @@ def declared(env: gym.Env | gym.vector.VectorEnv, env_id: str) -> Declared | Non
             for case, values in dict(getattr(single, "named_conditions", None) or {}).items()
         }
         measures = {str(name): str(text) for name, text in dict(measures or {}).items()}
+        trace = tuple(str(name) for name in (getattr(single, "trace", None) or ()))
     except (TypeError, ValueError) as exc:
         raise UserError(
             f"{env_id}: condition_ranges, named_conditions or measures is not the protocol's shape ({exc}); "
@@ -134,7 +139,7 @@ def declared(env: gym.Env | gym.vector.VectorEnv, env_id: str) -> Declared | Non
     for case, values in named.items():
         if unknown := set(values) - set(checked):
             raise UserError(f"{env_id}: named condition '{case}' sets {', '.join(sorted(unknown))}, not declared")
-    return Declared(env_id, checked, named, measures)
+    return Declared(env_id, checked, named, measures, trace)
 
 
 def _bounds(bounds: Any) -> tuple[float, float]:

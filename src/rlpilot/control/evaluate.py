@@ -39,6 +39,9 @@ class EvalResult:
     ``final_distance``, ``tracking_error``."""
     condition: dict = field(default_factory=dict)
     """The condition of the plant every episode ran under (``env.condition``; empty: the env as it is)."""
+    trace: dict = field(default_factory=dict)
+    """Step info entries of the first round's episodes (``evaluate(trace=...)``; a set-point), ``[steps, envs]``:
+    env ``i``'s episode is its first ``lengths[i]`` rows."""
     outside: list = field(default_factory=list)
     """The names of ``condition``'s values beyond their declared range (played, and flagged)."""
 
@@ -74,11 +77,13 @@ def evaluate(
     episodes: int,
     seed: int,
     seeds: list[int] | None = None,
+    trace: tuple[str, ...] = (),
 ) -> EvalResult:
     """Runs ``episodes`` greedy episodes, ``env.batch_size`` at a time (one episode per env per round).
 
     Round ``k`` resets with ``seed + k * num_envs``, so the same seed gives the same episodes. ``seeds``: one
-    round, env ``i`` reset with ``seeds[i]`` (candidates side by side on the same episodes).
+    round, env ``i`` reset with ``seeds[i]`` (candidates side by side on the same episodes). ``trace``: step info
+    entries recorded at every step of the first round (:attr:`EvalResult.trace`).
     """
     vector_env = env.base_env.vector_env
     read = observation_reader(env)
@@ -88,6 +93,7 @@ def evaluate(
     columns: dict[str, list[np.ndarray]] = {"return": [], "length": [], "effort": [], "smoothness": []}
     columns.update({name: [] for name in measures})
     seen: set = set()
+    traced: dict[str, list[float]] = {}
     continuous = False
     for round_index in range((episodes + n - 1) // n):
         raw = reset_checked(vector_env, env_id, seed=seed + round_index * n if seeds is None else list(seeds))
@@ -118,6 +124,9 @@ def evaluate(
             episode_return += reward * active
             episode_length += active
             done = terminated | truncated
+            if trace and round_index == 0:
+                for name in trace:
+                    traced.setdefault(name, []).append(np.asarray(info[name], dtype=np.float64).reshape(n, -1)[:, 0])
             for name, measure in measures.items():  # what the env reports at the step the episode ends
                 final[name] = np.where(done & active, measure(info), final[name])
             active &= ~done
@@ -139,6 +148,7 @@ def evaluate(
         action_effort=per_episode["effort"] if continuous else None,
         action_smoothness=per_episode["smoothness"] if continuous else None,
         final={name: per_episode[name] for name in measures},
+        trace={name: np.stack(values) for name, values in traced.items()},
     )
 
 

@@ -149,6 +149,7 @@ def evaluate_target(
     controller_kwargs: dict | None = None,
     step_limit_s: float = STEP_LIMIT_S,
     condition: list[str] | None = None,
+    trace: tuple[str, ...] = (),
 ) -> tuple[EvalResult, Path | None, Path | None]:
     """Greedy episodes of a run or an artifact (or ``controller`` on a run's env or an env id); per-episode
     rows to CSV (``csv_path``, else the run's or artifact's default; a controller on an env id writes none
@@ -171,7 +172,7 @@ def evaluate_target(
         raise UserError(f"--backend {backend}: choose from {', '.join(BACKENDS)}")
     env = target.make_env(num_envs=min(episodes, 64), seed=seed, backend=backend)
     try:
-        result = evaluate(env, target.policy_for(env), episodes=episodes, seed=seed)
+        result = evaluate(env, target.policy_for(env), episodes=episodes, seed=seed, trace=trace)
     finally:
         env.close()
     result.condition, result.outside = dict(target.env_config.condition), outside

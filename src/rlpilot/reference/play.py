@@ -57,6 +57,7 @@ def play_candidates(
     candidates: list[dict],
     *,
     seeds: list[int],
+    trace: tuple[str, ...] = (),
 ) -> list[EvalResult]:
     """Each candidate (constructor arguments of ``controller``) on the episodes ``seeds``, under ``env_cfg``'s
     condition; one :class:`EvalResult` per candidate, its per-episode measures in the order of ``seeds``."""
@@ -67,7 +68,9 @@ def play_candidates(
         return [
             result
             for start in range(0, len(candidates), per_batch)
-            for result in play_candidates(env_cfg, controller, candidates[start : start + per_batch], seeds=seeds)
+            for result in play_candidates(
+                env_cfg, controller, candidates[start : start + per_batch], seeds=seeds, trace=trace
+            )
         ]
     env_cfg = controller_env(env_cfg)
     n = len(candidates) * len(seeds)
@@ -76,7 +79,7 @@ def play_candidates(
         vector_env = env.base_env.vector_env
         controllers = [build_controller(controller, env_cfg.id, vector_env, kwargs) for kwargs in candidates]
         bank = Bank(controllers, len(seeds))
-        result = evaluate(env, bank, episodes=n, seed=seeds[0], seeds=list(seeds) * len(candidates))
+        result = evaluate(env, bank, episodes=n, seed=seeds[0], seeds=list(seeds) * len(candidates), trace=trace)
     finally:
         env.close()
     return [_rows(result, k, len(seeds)) for k in range(len(candidates))]
@@ -92,6 +95,7 @@ def _rows(result: EvalResult, k: int, rows: int) -> EvalResult:
         action_effort=cut(result.action_effort),
         action_smoothness=cut(result.action_smoothness),
         final={name: values[part] for name, values in result.final.items()},
+        trace={name: values[:, part] for name, values in result.trace.items()},
     )
 
 

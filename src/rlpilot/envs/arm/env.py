@@ -86,6 +86,7 @@ class ReacherTrackEnv(ReacherEnv):
     # the conditions protocol (rlpilot.conditions): the disturbances, their randomisation ranges, named cases
     condition_ranges = RANDOMIZE_RANGES
     named_conditions = NAMED_CONDITIONS
+    trace = ("error",)
     measures = {
         "tracking_error": "RMS distance of the fingertip from the reference over the episode, m",
         "track_max": "largest distance of the fingertip from the reference in the episode, m",

@@ -1,0 +1,211 @@
+"""``rlpilot compare``: the client's question asked of any plant that declares its conditions (docs/conditions.md):
+does a learned policy (or any controller) track as closely as the user's controller retuned for each condition?
+
+Rows: the user's controller as given, its **robust** tuning (one set of arguments for conditions sampled from the
+declared ranges), its **oracle** (retuned per condition: what a commissioning engineer reaches knowing the
+condition), then each ``--run`` and ``--artifact``. Both references are searched on tuning episodes
+(:mod:`rlpilot.reference`) and cached in ``--out`` (a rerun with the same settings tunes nothing); every row is then
+played on the same evaluation episodes of every condition (seeds disjoint from the tuning ones), so each ratio to a
+reference is paired, with a bootstrap interval over episodes (:func:`rlpilot.stats.paired_ratio`).
+
+A cell **replaces the tuning** when its error is within ``bar`` x the oracle's (default 1.2), below the robust
+reference's (the interval's top under 1), with effort within ``effort_bar`` x the oracle's. What is written into
+``--out``: ``answer.md`` (the table and the figures), ``compare.json`` (every number, per episode),
+``ratios.png`` and ``trace-CONDITION.png`` (one episode of each row, where the env declares a ``trace``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from rlpilot.conditions import SAMPLED, Declared
+from rlpilot.config.schema import EnvConfig
+from rlpilot.control.evaluate import EvalResult
+from rlpilot.errors import UserError
+from rlpilot.reference import Reference, controller_defaults, tune_reference
+from rlpilot.reference.play import Objective, play_candidates
+from rlpilot.tune.space import Param
+
+ORACLE, ROBUST = "oracle", "robust"
+
+
+@dataclass
+class Plan:
+    """What one comparison plays."""
+
+    env: EnvConfig
+    controller: str
+    space: list[Param]
+    fixed: dict
+    conditions: dict[str, dict]
+    """Label -> the complete condition (every value the ``nominal`` case names, then the case's or the user's)."""
+    runs: list[str] = field(default_factory=list)
+    artifacts: list[str] = field(default_factory=list)
+    episodes: int = 100
+    seed: int = 10_000
+    tuning_episodes: int = 32
+    tuning_seed: int = 0
+    objective: Objective = field(default_factory=Objective)
+    bar: float = 1.2
+    effort_bar: float = 1.2
+    batch: int = 16
+    rounds: int = 6
+    refine_rounds: int = 12
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.episodes))
+
+    @property
+    def tuning_seeds(self) -> list[int]:
+        return list(range(self.tuning_seed, self.tuning_seed + self.tuning_episodes))
+
+    def identity(self, kind: str, condition: str) -> str:
+        """What a cached reference was tuned with: the same key, the same search."""
+        key = {
+            "env": self.env.id,
+            "kwargs": self.env.kwargs,
+            "controller": self.controller,
+            "space": [vars(p) for p in self.space],
+            "fixed": self.fixed,
+            "condition": self.conditions.get(condition, {}) if kind == ORACLE else "sampled",
+            "seeds": self.tuning_seeds,
+            "objective": vars(self.objective),
+            "search": [self.batch, self.rounds, self.refine_rounds],
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def conditions_of(declared: Declared, items: list[str] | None) -> dict[str, dict]:
+    """``--condition`` items as labelled complete conditions: a named case (``delay``), ``sampled``, or
+    ``LABEL:name=value,name=value`` (a case of one's own); none given: every named case, then ``sampled``."""
+    nominal = declared.named.get("nominal", {})
+    chosen: dict[str, dict] = {}
+    for item in items or [*declared.named, SAMPLED]:
+        if item == SAMPLED:
+            chosen[SAMPLED] = {}
+            continue
+        label, colon, values = item.partition(":")
+        if colon:
+            if not label.strip():
+                raise UserError(f"--condition {item}: a case of one's own is LABEL:name=value[,name=value]")
+            chosen[label.strip()] = {**nominal, **declared.resolve(values.split(","))}
+        else:
+            chosen[item] = {**nominal, **declared.resolve([item])}
+    return chosen
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def references(plan: Plan, out: Path) -> dict[str, Reference]:
+    """The robust reference and each condition's oracle, tuned here or read back from ``out/references.json``
+    when tuned with the same settings."""
+    from rlpilot.files import dumps, read_json
+    from rlpilot.runs import atomic_write
+
+    cache_path = out / "references.json"
+    cache = read_json(cache_path, "a compare cache", advice="remove it to tune again") if cache_path.exists() else {}
+    defaults = controller_defaults(plan.env.id, plan.controller, plan.fixed, plan.space)
+    wanted = [(ROBUST, SAMPLED)] + [(ORACLE, label) for label in plan.conditions if label != SAMPLED]
+    found: dict[str, Reference] = {}
+    for index, (kind, label) in enumerate(wanted, start=1):
+        key = plan.identity(kind, label)
+        name = ROBUST if kind == ROBUST else f"{ORACLE}/{label}"
+        if key in cache:
+            found[name] = Reference(**{k: v for k, v in cache[key].items()})
+            _say(f"[{index}/{len(wanted)}] {name}: from {cache_path}")
+            continue
+        starts = [defaults] + ([found[ROBUST].kwargs] if ROBUST in found else [])
+        evaluated = [0]
+
+        def progress(count: int, evaluated=evaluated, name=name, index=index) -> None:
+            evaluated[0] += count
+            _say(f"[{index}/{len(wanted)}] tuning {name}: {evaluated[0]} candidates played")
+
+        reference = tune_reference(
+            plan.env,
+            plan.controller,
+            plan.space,
+            plan.fixed,
+            kind=kind,
+            condition_name=label,
+            condition=plan.conditions.get(label, {}) if kind == ORACLE else {},
+            seeds=plan.tuning_seeds,
+            objective=plan.objective,
+            starts=[{k: v for k, v in s.items() if k in {p.key for p in plan.space}} for s in starts],
+            batch=plan.batch,
+            rounds=plan.rounds,
+            refine_rounds=plan.refine_rounds,
+            progress=progress,
+        )
+        found[name] = reference
+        cache[key] = reference.as_dict()
+        atomic_write(cache_path, dumps(cache))
+    return found
+
+
+def play_rows(plan: Plan, refs: dict[str, Reference], trace: tuple[str, ...]) -> dict[str, dict[str, EvalResult]]:
+    """Every row on every condition's evaluation episodes: condition label -> row label -> result."""
+    from rlpilot.play.episodes import evaluate_target
+
+    table: dict[str, dict[str, EvalResult]] = {}
+    short = plan.controller.rsplit(":", 1)[-1]
+    for index, (label, condition) in enumerate(plan.conditions.items(), start=1):
+        _say(f"playing {label} ({index}/{len(plan.conditions)}): {plan.episodes} episodes a row")
+        plant = replace(plan.env, condition=dict(condition), condition_sampled=label == SAMPLED)
+        rows = {short: plan.fixed, ROBUST: refs[ROBUST].kwargs}
+        if f"{ORACLE}/{label}" in refs:
+            rows[ORACLE] = refs[f"{ORACLE}/{label}"].kwargs
+        played = play_candidates(plant, plan.controller, list(rows.values()), seeds=plan.seeds, trace=trace)
+        table[label] = dict(zip(rows, played))
+        items = [SAMPLED] if label == SAMPLED else [f"{k}={v}" for k, v in condition.items()]
+        for target in [*plan.runs, *plan.artifacts]:
+            result, _, _ = evaluate_target(
+                target,
+                episodes=plan.episodes,
+                seed=plan.seed,
+                csv_path=None,
+                condition=items or None,
+                trace=trace,
+            )
+            table[label][Path(target).name] = result
+    return table
+
+
+def compare(plan: Plan, declared: Declared, out: Path) -> dict:
+    """Tunes the references, plays every row, writes ``answer.md``, ``compare.json`` and the figures into
+    ``out``; returns what ``compare.json`` holds."""
+    from rlpilot.compare.report import summarise, write_report
+
+    overlap = set(plan.seeds) & set(plan.tuning_seeds)
+    if overlap:
+        raise UserError(
+            f"--seed {plan.seed} and --tuning-seed {plan.tuning_seed}: the evaluation episodes overlap the tuning "
+            f"ones ({len(overlap)} seeds); references are never measured on what they were tuned on"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    refs = references(plan, out)
+    tuned_s = time.perf_counter() - started
+    table = play_rows(plan, refs, declared.trace)
+    summary = summarise(plan, refs, table)
+    summary["seconds"] = {"tuning": round(tuned_s, 1), "total": round(time.perf_counter() - started, 1)}
+    write_report(plan, declared, summary, table, out)
+    return summary
+
+
+def per_episode(result: EvalResult, objective: Objective) -> dict[str, np.ndarray]:
+    """The error (the objective's measure) and the effort of each episode."""
+    measures = result.per_episode()
+    error = objective.per_episode(replace(result))
+    effort = measures.get("effort", measures.get("action_effort"))
+    return {"error": error, "effort": effort if effort is not None else np.zeros_like(error)}
