@@ -27,7 +27,7 @@ from torchrl.envs import EnvBase
 from rlpilot import stopping
 from rlpilot.config.schema import Config, DQNConfig
 from rlpilot.control import compiled
-from rlpilot.control.algos.offpolicy import Polyak
+from rlpilot.control.algos.offpolicy import Polyak, planned_updates
 from rlpilot.control.collect import TRANSITION_KEYS, as_key, nested_tensordict
 from rlpilot.control.models import GreedyActor, acting_forward, action_kind, network
 from rlpilot.guard import Guard
@@ -66,23 +66,16 @@ class DQN:
         self.frames = 0
         self.epsilon = cfg.eps_init
         self.guard = Guard(config.guard)
-        self.gradients = compiled.gradients(
-            {"q_net": self.q_net},
-            self.loss,
-            cfg.max_grad_norm,
-            compile=compiled.wanted(
-                config.train.compile,
-                device,
-                algo="dqn",
-                updates=compiled.planned_updates(config.train.total_frames, cfg),
-                modules=[self.q_net],
-            ),
+        self.gradients = compiled.build_update(
+            config,
+            device,
+            self.optimizer,
             name="dqn_update",
+            learned={"q_net": self.q_net},
+            loss=self.loss,
             fixed={"target_net": self.target_net},
-            optimizer=self.optimizer,
-            guard=config.guard,
-            eager_first=compiled.eager_updates(config.train.compile, device),
-            cuda_graph=config.train.cuda_graphs,
+            max_grad_norm=cfg.max_grad_norm,
+            planned_updates=planned_updates(config.train.total_frames, cfg),
         )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------

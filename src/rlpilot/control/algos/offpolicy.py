@@ -130,16 +130,21 @@ class Replay:
         self.write_count = int(state["_writer"].get("_write_count", storage.get("_len", 0)))
 
 
+def planned_updates(total_frames: int, cfg) -> int:
+    """An off-policy run's gradient updates over its budget: every frame after ``cfg.learning_starts``,
+    ``cfg.updates_per_frame`` each (DQN, SAC and TD3 configs)."""
+    return round(max(0, total_frames - cfg.learning_starts) * cfg.updates_per_frame)
+
+
 class OffPolicyContinuous(ABC):
     """What SAC and TD3 share: the Box, replay, random warm-up, the learning phase, checkpoints.
 
     Subclasses build their networks and ``self.optimizer`` / ``self.parameters``, and define
     :meth:`explore` (an action to collect with), :meth:`losses` (the loss to step and its detached
     statistics), :meth:`after_step` (target updates) and :meth:`networks` (what checkpoints hold).
-    ``wants_compiled()`` (once the networks exist) says whether the update is compiled (``train.compile``);
-    ``gradients`` is what the learning phase calls (:mod:`rlpilot.control.compiled`: the loss's clipped gradients,
-    eager or one compiled program under ``train.compile``); ``compiled_parts`` are the programs whose first-call
-    seconds are logged.
+    ``gradients`` is what the learning phase calls (built once by :func:`rlpilot.control.compiled.build_update` from
+    ``planned_updates``: the loss's clipped gradients, eager or one compiled program under ``train.compile``);
+    ``compiled_parts`` are the programs whose first-call seconds are logged.
     """
 
     on_policy = False
@@ -171,19 +176,9 @@ class OffPolicyContinuous(ABC):
         self.held: torch.Tensor | None = None
         self.at_bound: torch.Tensor | None = None  # action/at_bound, measured every AT_BOUND_EVERY_ROWS frames
         self.guard = Guard(config.guard)
-        self.planned_updates = compiled.planned_updates(config.train.total_frames, cfg)
+        self.planned_updates = planned_updates(config.train.total_frames, cfg)
         self.max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         self.compiled_parts: tuple = ()
-
-    def wants_compiled(self) -> bool:
-        """``train.compile`` for this run's networks and planned updates (:func:`compiled.wanted`)."""
-        return compiled.wanted(
-            self.config.train.compile,
-            self.device,
-            algo=self.config.algo,
-            updates=self.planned_updates,
-            modules=list(self.networks().values()),
-        )
 
     def batch_steps(self, frames: int) -> int:
         """Env steps per env of the next batch collected in this process, ``frames`` collected so far: the run's

@@ -81,18 +81,16 @@ class SAC(OffPolicyContinuous):
         groups = [self.actor.parameters(), self.critic.parameters(), self.temperature.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=cfg.lr, fused=True)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
-        compile = self.wants_compiled()
-        self.gradients = compiled.gradients(
-            {"actor": self.actor, "critic": self.critic, "temperature": self.temperature},
-            self.losses,
-            self.max_grad_norm,
-            compile=compile,
+        self.gradients = compiled.build_update(
+            config,
+            device,
+            self.optimizer,
             name="sac_update",
+            learned={"actor": self.actor, "critic": self.critic, "temperature": self.temperature},
+            loss=self.losses,
             fixed={"target_critic": self.target_critic},
-            optimizer=self.optimizer,
-            guard=config.guard,
-            eager_first=compiled.eager_updates(config.train.compile, device),
-            cuda_graph=config.train.cuda_graphs,
+            max_grad_norm=self.max_grad_norm,
+            planned_updates=self.planned_updates,
         )
         self.compiled_parts = (self.gradients,)
 
