@@ -1,7 +1,7 @@
-"""Typed run configuration. ``schema`` holds the sections (dataclasses, one docstring per field, valid values
-declared with each field) and ``Config`` with its derived values and rules between fields; ``load`` builds
-one from a preset, a YAML file or ``--set`` overrides (``load_config``). Both are re-exported here, so
-``from rlpilot.config import Config, load_config`` is the public face. No torch is imported.
+"""Typed run configuration. ``sections`` holds the sections (dataclasses, one docstring per field, valid values
+declared with each field by ``fields``), ``schema`` holds ``Config`` with its derived values and rules between
+fields; ``load`` builds one from a preset, a YAML file or ``--set`` overrides (``load_config``). Their public names
+are re-exported here, so ``from rlpilot.config import Config, load_config`` is the public face. No torch is imported.
 """
 
 from rlpilot.config.load import (
