@@ -53,7 +53,7 @@ def field_docs() -> dict[tuple[str, str], str]:
                 and isinstance(following.value, ast.Constant)
             ):
                 docs[(node.name, item.target.id)] = " ".join(following.value.value.split())
-    for cls in vars(schema).values():
+    for cls in [*vars(sections).values(), *vars(schema).values()]:
         if isinstance(cls, type) and dataclasses.is_dataclass(cls):
             for f in dataclasses.fields(cls):
                 found = (docs.get((base.__name__, f.name)) for base in cls.__mro__)

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from rlpilot.config.schema import GuardConfig
+from rlpilot.config.sections import GuardConfig
 
 
 class Guard:

@@ -29,7 +29,7 @@ from rlpilot.check.pitfalls import (
     spec_notes,
 )
 from rlpilot.check.report import CheckReport, plan_budget
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import evaluate
 from rlpilot.envs.gym_vector import reset_checked
 from rlpilot.envs.make import make_env, make_vector_env, observation_reader

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torchrl.data import Categorical
 
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.envs.make import make_vector_env
 from rlpilot.findings import Finding
 

@@ -4,6 +4,7 @@ fields; ``load`` builds one from a preset, a YAML file or ``--set`` overrides (`
 are re-exported here, so ``from rlpilot.config import Config, load_config`` is the public face. No torch is imported.
 """
 
+from rlpilot.config.fields import at_least, between, field_problems, fraction, one_of, positive, positive_items
 from rlpilot.config.load import (
     all_keys,
     apply_overrides,
@@ -15,11 +16,11 @@ from rlpilot.config.load import (
     read_config_file,
     set_value,
 )
-from rlpilot.config.schema import (
+from rlpilot.config.schema import Config, resolve_device, solved_threshold
+from rlpilot.config.sections import (
     BACKENDS,
     LOGGERS,
     MAX_SEED,
-    Config,
     DQNConfig,
     EnvConfig,
     GRPOConfig,
@@ -32,15 +33,6 @@ from rlpilot.config.schema import (
     SACConfig,
     TD3Config,
     TrainConfig,
-    at_least,
-    between,
-    field_problems,
-    fraction,
-    one_of,
-    positive,
-    positive_items,
-    resolve_device,
-    solved_threshold,
 )
 
 __all__ = [

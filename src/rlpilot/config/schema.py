@@ -7,8 +7,8 @@ leave them stale. The sections are dataclasses in :mod:`rlpilot.config.sections`
 field's valid values are declared where it is defined (``positive(...)``, ``fraction(...)``, ``one_of(...)``,
 :mod:`rlpilot.config.fields`) and :meth:`Config.validate` checks them all from that metadata; only rules between
 fields are written by hand. Each algorithm reads its own sections (``rlpilot.registry``): a DQN config has no
-``ppo`` section, a GRPO config no ``env``. The sections and the field rules are importable from here too (the
-names in ``__all__``), as they were before they had modules of their own.
+``ppo`` section, a GRPO config no ``env``. The sections and the field rules are importable from here too
+(``__getattr__``), as they were before they had modules of their own.
 This module imports no torch: the CLI answers ``--help``, ``presets`` and argument errors fast.
 """
 
@@ -22,77 +22,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rlpilot import registry
-from rlpilot.config.fields import (
-    CONTROLLER_PATH,
-    at_least,
-    between,
-    field_problems,
-    fraction,
-    int_items,
-    one_of,
-    positive,
-    positive_items,
-    section_problems,
-)
-from rlpilot.config.sections import (
-    BACKENDS,
-    LOGGERS,
-    MAX_EPISODE_STEPS,
-    MAX_SEED,
-    CollectConfig,
-    DQNConfig,
-    EnvConfig,
-    GRPOConfig,
-    GuardConfig,
-    LLMConfig,
-    ModelConfig,
-    MultiAgentConfig,
-    OffPolicyConfig,
-    PPOConfig,
-    SACConfig,
-    TD3Config,
-    TrainConfig,
-)
+from rlpilot.config import fields, sections
 from rlpilot.errors import UserError
 from rlpilot.redact import redact_data
 
 if TYPE_CHECKING:
     import torch
-
-__all__ = [
-    "BACKENDS",
-    "CONTROLLER_PATH",
-    "LOGGERS",
-    "MAX_EPISODE_STEPS",
-    "MAX_SEED",
-    "CollectConfig",
-    "Config",
-    "DQNConfig",
-    "EnvConfig",
-    "GRPOConfig",
-    "GuardConfig",
-    "LLMConfig",
-    "ModelConfig",
-    "MultiAgentConfig",
-    "OffPolicyConfig",
-    "PPOConfig",
-    "SACConfig",
-    "TD3Config",
-    "TrainConfig",
-    "at_least",
-    "between",
-    "field_problems",
-    "fraction",
-    "int_items",
-    "one_of",
-    "positive",
-    "positive_items",
-    "remote_backend_problem",
-    "remote_collection_problem",
-    "resolve_device",
-    "section_problems",
-    "solved_threshold",
-]
 
 
 @dataclass
@@ -101,18 +36,18 @@ class Config:
     """Algorithm: ``ppo``, ``dqn``, ``sac`` or ``td3`` (on ``env``), ``mappo`` or ``ippo`` (a group of agents
     on a multi-agent ``env``, with the ``ppo`` settings), or ``grpo`` (a language model on ``llm.task``).
     Each reads its own sections (``rlpilot.registry.ALGORITHMS``) plus ``guard`` and ``train``."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    dqn: DQNConfig = field(default_factory=DQNConfig)
-    sac: SACConfig = field(default_factory=SACConfig)
-    td3: TD3Config = field(default_factory=TD3Config)
-    marl: MultiAgentConfig = field(default_factory=MultiAgentConfig)
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    llm: LLMConfig = field(default_factory=LLMConfig)
-    collect: CollectConfig = field(default_factory=CollectConfig)
-    guard: GuardConfig = field(default_factory=GuardConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
+    env: sections.EnvConfig = field(default_factory=sections.EnvConfig)
+    model: sections.ModelConfig = field(default_factory=sections.ModelConfig)
+    ppo: sections.PPOConfig = field(default_factory=sections.PPOConfig)
+    dqn: sections.DQNConfig = field(default_factory=sections.DQNConfig)
+    sac: sections.SACConfig = field(default_factory=sections.SACConfig)
+    td3: sections.TD3Config = field(default_factory=sections.TD3Config)
+    marl: sections.MultiAgentConfig = field(default_factory=sections.MultiAgentConfig)
+    grpo: sections.GRPOConfig = field(default_factory=sections.GRPOConfig)
+    llm: sections.LLMConfig = field(default_factory=sections.LLMConfig)
+    collect: sections.CollectConfig = field(default_factory=sections.CollectConfig)
+    guard: sections.GuardConfig = field(default_factory=sections.GuardConfig)
+    train: sections.TrainConfig = field(default_factory=sections.TrainConfig)
     preset: str | None = None
     """The preset this config came from, if any (informational)."""
 
@@ -159,7 +94,7 @@ class Config:
         registry.algorithm(self.algo)
         problems = []
         for name in self.sections:
-            problems += section_problems(getattr(self, name), name)
+            problems += fields.section_problems(getattr(self, name), name)
         problems += self._cross_field_problems()
         if problems:
             raise UserError("invalid config: " + "; ".join(problems))
@@ -239,9 +174,9 @@ class Config:
             )
         if "collect" in self.sections and (problem := remote_backend_problem(self, remote=self.collect.workers > 1)):
             problems.append(problem)
-        unknown_loggers = {str(name) for name in self.train.loggers if name not in LOGGERS}
+        unknown_loggers = {str(name) for name in self.train.loggers if name not in sections.LOGGERS}
         if unknown_loggers:
-            problems.append(f"train.loggers: unknown {sorted(unknown_loggers)} ({', '.join(LOGGERS)})")
+            problems.append(f"train.loggers: unknown {sorted(unknown_loggers)} ({', '.join(sections.LOGGERS)})")
         return problems
 
 
@@ -284,3 +219,13 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device is visible to torch; use --device cpu or auto")
     return torch.device(name)
+
+
+def __getattr__(name: str) -> Any:
+    """The sections and the field rules by their old address: ``from rlpilot.config.schema import EnvConfig`` (or
+    ``positive``, ``field_problems``, ...) as before they had modules of their own (:mod:`rlpilot.config.sections`,
+    :mod:`rlpilot.config.fields`)."""
+    for module in (sections, fields):
+        if not name.startswith("_") and name in vars(module):
+            return vars(module)[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

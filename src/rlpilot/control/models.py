@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torchrl.data import Bounded, Categorical, OneHot, TensorSpec
 
-from rlpilot.config.schema import ModelConfig
+from rlpilot.config.sections import ModelConfig
 from rlpilot.control.compiled.cuda_graph import graphed
 from rlpilot.errors import UserError
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
-from rlpilot.config.schema import BACKENDS, EnvConfig
+from rlpilot.config.sections import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs.make import make_env, single_spaces
 from rlpilot.errors import UserError

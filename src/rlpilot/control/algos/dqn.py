@@ -25,7 +25,8 @@ from torchrl.data import LazyTensorStorage, PrioritizedSampler, RandomSampler, T
 from torchrl.envs import EnvBase
 
 from rlpilot import stopping
-from rlpilot.config.schema import Config, DQNConfig
+from rlpilot.config.schema import Config
+from rlpilot.config.sections import DQNConfig
 from rlpilot.control import compiled
 from rlpilot.control.algos.offpolicy import Polyak, planned_updates
 from rlpilot.control.collect import TRANSITION_KEYS, as_key, nested_tensordict
@@ -66,16 +67,10 @@ class DQN:
         self.frames = 0
         self.epsilon = cfg.eps_init
         self.guard = Guard(config.guard)
+        update = compiled.Program("dqn_update", {"q_net": self.q_net}, self.loss, {"target_net": self.target_net})
+        planned = planned_updates(config.train.total_frames, cfg)
         self.gradients = compiled.build_update(
-            config,
-            device,
-            self.optimizer,
-            name="dqn_update",
-            learned={"q_net": self.q_net},
-            loss=self.loss,
-            fixed={"target_net": self.target_net},
-            max_grad_norm=cfg.max_grad_norm,
-            planned_updates=planned_updates(config.train.total_frames, cfg),
+            config, device, update, optimizer=self.optimizer, planned_updates=planned
         )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------

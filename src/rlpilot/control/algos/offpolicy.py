@@ -7,7 +7,6 @@ drawn from it. Subclasses define their networks and the loss.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
@@ -17,7 +16,8 @@ from torch import nn
 from torchrl.envs import EnvBase
 
 from rlpilot import stopping
-from rlpilot.config.schema import Config, ModelConfig, SACConfig, TD3Config
+from rlpilot.config.schema import Config
+from rlpilot.config.sections import ModelConfig, SACConfig, TD3Config
 from rlpilot.control import compiled
 from rlpilot.control.collect import TRANSITION_KEYS, as_key, nested_tensordict
 from rlpilot.control.models import action_kind, mlp, observation_size
@@ -177,7 +177,6 @@ class OffPolicyContinuous(ABC):
         self.at_bound: torch.Tensor | None = None  # action/at_bound, measured every AT_BOUND_EVERY_ROWS frames
         self.guard = Guard(config.guard)
         self.planned_updates = planned_updates(config.train.total_frames, cfg)
-        self.max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
         self.compiled_parts: tuple = ()
 
     def batch_steps(self, frames: int) -> int:

@@ -27,7 +27,8 @@ from torchrl.modules import TanhNormal
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
 from rlpilot import stopping
-from rlpilot.config.schema import Config, PPOConfig
+from rlpilot.config.schema import Config
+from rlpilot.config.sections import PPOConfig
 from rlpilot.control import compiled
 from rlpilot.control.compiled.cuda_graph import graphed
 from rlpilot.control.models import GaussianHead, GreedyActor, action_kind, actor_out_gain, network
@@ -57,15 +58,9 @@ class PPO:
         self.optimizer = torch.optim.Adam(self.parameters, lr=config.ppo.lr, eps=1e-5, fused=True)
         self.updates = 0
         self.guard = Guard(config.guard)
+        update = compiled.Program("ppo_update", {"actor": self.actor_net, "critic": self.critic_net}, self.loss)
         self.gradients = compiled.build_update(
-            config,
-            device,
-            self.optimizer,
-            name="ppo_update",
-            learned={"actor": self.actor_net, "critic": self.critic_net},
-            loss=self.loss,
-            max_grad_norm=config.ppo.max_grad_norm,
-            planned_updates=self.num_updates(),
+            config, device, update, optimizer=self.optimizer, planned_updates=self.num_updates()
         )
         self.compile = self.gradients.compiled
 

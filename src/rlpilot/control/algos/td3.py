@@ -55,24 +55,14 @@ class TD3(OffPolicyContinuous):
         # two programs: a critic-only update leaves the actor's gradient (and so its Adam moments) untouched; the
         # eager updates before compiling are shared in the share each is called in (``Program.every``)
         targets = {"target_actor": self.target_actor, "target_critic": self.target_critic}
+        critic = compiled.Program(
+            "td3_critic", {"critic": self.critic}, self.critic_loss, {"actor": self.actor, **targets}
+        )
+        learned = {"actor": self.actor, "critic": self.critic}
+        every = config.td3.policy_delay  # the actor's program: one update in ``policy_delay``
+        both = compiled.Program("td3_critic_actor", learned, self.both_losses, targets, every=every)
         self.critic_gradients, self.both_gradients = compiled.build_updates(
-            config,
-            device,
-            self.optimizer,
-            [
-                compiled.Program(
-                    "td3_critic", {"critic": self.critic}, self.critic_loss, {"actor": self.actor, **targets}
-                ),
-                compiled.Program(
-                    "td3_critic_actor",
-                    {"actor": self.actor, "critic": self.critic},
-                    self.both_losses,
-                    targets,
-                    every=config.td3.policy_delay,
-                ),
-            ],
-            max_grad_norm=self.max_grad_norm,
-            planned_updates=self.planned_updates,
+            config, device, [critic, both], optimizer=self.optimizer, planned_updates=self.planned_updates
         )
         self.compiled_parts = (self.critic_gradients, self.both_gradients)
 

@@ -28,6 +28,7 @@ otherwise. Without a C++ compiler (inductor's CPU backend needs one) the run say
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
@@ -60,26 +61,27 @@ class Program(NamedTuple):
 def build_updates(
     config: Config,
     device: torch.device,
-    optimizer: torch.optim.Optimizer,
     programs: list[Program],
     *,
-    max_grad_norm: float,
+    optimizer: torch.optim.Optimizer,
     planned_updates: int,
 ) -> list[Gradients]:
     """Each of ``programs`` as what the learner's guard steps (:func:`gradients`): compiled or not as
     ``train.compile`` decides once for them all (:func:`~rlpilot.control.compiled.decide.wanted`, from the run's
     ``planned_updates`` and every module the programs read), the guard's test and ``optimizer``'s Adam step in each
-    program where it can be, replayed as a CUDA graph where ``train.cuda_graphs`` says so."""
+    program where it can be, replayed as a CUDA graph where ``train.cuda_graphs`` says so; gradients clipped to the
+    algorithm's ``max_grad_norm`` (``None``: not clipped)."""
     networks = [m for program in programs for m in (*program.learned.values(), *program.fixed.values())]
     compile = wanted(config.train.compile, device, algo=config.algo, updates=planned_updates, modules=networks)
     eager = eager_updates(config.train.compile, device)
     shares = [0 if program.every is None else eager // program.every for program in programs]
     rest = eager - sum(shares)  # for the programs that take the other updates
+    max_grad_norm = config.algo_config.max_grad_norm
     return [
         gradients(
             program.learned,
             program.loss,
-            max_grad_norm,
+            math.inf if max_grad_norm is None else max_grad_norm,
             compile=compile,
             name=program.name,
             fixed=program.fixed or None,
@@ -93,22 +95,10 @@ def build_updates(
 
 
 def build_update(
-    config: Config,
-    device: torch.device,
-    optimizer: torch.optim.Optimizer,
-    *,
-    name: str,
-    learned: dict[str, nn.Module],
-    loss: Callable,
-    fixed: dict[str, nn.Module] | None = None,
-    max_grad_norm: float,
-    planned_updates: int,
+    config: Config, device: torch.device, program: Program, *, optimizer: torch.optim.Optimizer, planned_updates: int
 ) -> Gradients:
     """A learner's one update program (:func:`build_updates`)."""
-    program = Program(name, learned, loss, fixed or {})
-    return build_updates(
-        config, device, optimizer, [program], max_grad_norm=max_grad_norm, planned_updates=planned_updates
-    )[0]
+    return build_updates(config, device, [program], optimizer=optimizer, planned_updates=planned_updates)[0]
 
 
 def gradients(
