@@ -15,7 +15,7 @@ import os
 import sys
 
 from rlpilot.bounds import MAX_EPISODES, MAX_RUNS, MAX_WORKERS
-from rlpilot.config.schema import MAX_SEED
+from rlpilot.config.sections import MAX_SEED
 from rlpilot.redact import redact
 
 EXIT_BAD_INPUT = 2

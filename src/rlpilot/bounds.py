@@ -3,7 +3,7 @@
 **Memory.** Each setting that sizes memory has a valid range of its own (``env.num_envs`` > 0, a multi-agent env's
 agents within [2, 64], layer widths > 0), but what a run allocates is their product: 240 envs x 25 steps x 64 agents,
 each agent's centralised critic reading every agent's observation, is ~75 GB, every factor within its range. So the
-ranges declared in ``config/schema.py`` bound counts that cost time (epochs, updates per frame), and this module
+ranges declared in ``config/sections.py`` bound counts that cost time (epochs, updates per frame), and this module
 bounds memory: whatever builds envs, buffers or networks first lists what it is about to allocate
 (:class:`Allocation`: what, bytes estimated from the config and the env's specs, the settings that size it), and
 :func:`refuse_beyond` refuses a total above the memory available, in one line that says how much it would take

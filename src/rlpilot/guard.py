@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from rlpilot.config.schema import GuardConfig
+from rlpilot.config.sections import GuardConfig
 
 
 class Guard:
@@ -73,7 +73,7 @@ class Guard:
     def update(
         self, optimizer: torch.optim.Optimizer, gradients, *args, update: int
     ) -> tuple[torch.Tensor | None, dict]:
-        """One update through a :class:`rlpilot.control.compiled.Gradients` (eager or compiled): the gradients of
+        """One update through a :class:`rlpilot.control.compiled.trace.Gradients` (eager or compiled): the gradients of
         its loss on ``args``, then the optimiser step unless the guard refuses. ``(grad norm, or None if skipped;
         the loss's statistics)``. A compiled program that steps ``optimizer`` itself (``CompiledStep.step``) applies
         or refuses the update in the program with the same test; a refusal is recorded here as :meth:`allow` would.
@@ -91,7 +91,7 @@ class Guard:
         return self.apply(optimizer, loss, grad_norm, update), stats
 
     def updates(self, gradients, args: tuple, start: int, stop: int, *, update: int) -> list[dict | None] | None:
-        """Updates ``start .. stop - 1`` in one program (:meth:`rlpilot.control.compiled.Gradients.steps`), which
+        """Updates ``start .. stop - 1`` in one program (:meth:`rlpilot.control.compiled.trace.Gradients.steps`), which
         applies or refuses each with :meth:`allow`'s test; each applied update's statistics (``loss``, ``grad_norm``
         and the loss's scalar ones, as floats), None for a refused one, recorded here in order as :meth:`update`
         records it (``update``: the first one's number). None where the program does not apply: the caller then

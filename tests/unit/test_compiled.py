@@ -23,10 +23,14 @@ import torch._inductor.config as inductor_config
 from rlpilot.config import load_config
 from rlpilot.control import compiled
 from rlpilot.control.algos.dqn import DQN, n_step_transitions
+from rlpilot.control.algos.offpolicy import planned_updates
 from rlpilot.control.algos.ppo import MINIBATCH_KEYS, PPO, gae, ppo_loss
 from rlpilot.control.algos.sac import SAC
 from rlpilot.control.algos.td3 import TD3
 from rlpilot.control.collect import BatchCollector
+from rlpilot.control.compiled.adam import CompiledStep
+from rlpilot.control.compiled.decide import AUTO_EAGER_UPDATES, PAYS_BACK_AFTER, wanted
+from rlpilot.control.compiled.trace import CompiledGradients, Gradients
 from rlpilot.envs import make_env
 from rlpilot.guard import adam_step, drop_grads
 
@@ -51,17 +55,17 @@ def learner(preset: str, cls, *overrides: str):
     return config, algo, batch
 
 
-def run(gradients: compiled.Gradients, args: tuple, parameters: list, seed: int):
+def run(gradients: Gradients, args: tuple, parameters: list, seed: int):
     torch.manual_seed(seed)
     loss, norm, stats = gradients(*args)
     grads = [torch.zeros(()) if p.grad is None else p.grad.clone() for p in parameters]
     return loss, norm, {key: value.detach().clone() for key, value in stats.items()}, grads
 
 
-def assert_equal_to_eager(program: compiled.Gradients, *argument_lists: tuple) -> None:
+def assert_equal_to_eager(program: Gradients, *argument_lists: tuple) -> None:
     """The program's loss, clipped gradients, norm and statistics equal the eager ``Gradients`` of the same loss over
     the same modules, call after call: the first call compiles, the later ones take the unguarded fast path."""
-    assert isinstance(program, compiled.CompiledGradients), "train.compile=on compiled nothing"
+    assert isinstance(program, CompiledGradients), "train.compile=on compiled nothing"
     eager, calls = program.eager, []
     for seed, args in enumerate(argument_lists, start=1):
         loss, norm, stats, grads = run(eager, args, program.parameters, seed)
@@ -102,9 +106,9 @@ def test_td3s_two_programs_share_autos_eager_updates():
     AUTO_EAGER_UPDATES updates have run in all, each after its share of them."""
     _, algo, _ = learner("td3-pendulum", TD3, "train.compile=auto", "train.total_frames=100000", "td3.policy_delay=3")
     critic, both = algo.critic_gradients, algo.both_gradients
-    assert isinstance(critic, compiled.CompiledGradients) and isinstance(both, compiled.CompiledGradients)
-    assert critic.eager_first + both.eager_first == compiled.AUTO_EAGER_UPDATES
-    assert both.eager_first == compiled.AUTO_EAGER_UPDATES // 3
+    assert isinstance(critic, CompiledGradients) and isinstance(both, CompiledGradients)
+    assert critic.eager_first + both.eager_first == AUTO_EAGER_UPDATES
+    assert both.eager_first == AUTO_EAGER_UPDATES // 3
 
 
 def test_the_program_draws_new_random_numbers_at_every_call():
@@ -229,7 +233,7 @@ def test_the_program_steps_adam_as_the_library_does(preset):
         args_list = [(flat[i : i + 16],) for i in (0, 16, 32)]
         programs = [algo.critic_gradients, algo.both_gradients] if cls is TD3 else [algo.gradients]
     for gradients in programs:
-        assert isinstance(gradients, compiled.CompiledStep)
+        assert isinstance(gradients, CompiledStep)
         for seed, args in enumerate(args_list, start=1):
             library, program = library_step_then_program_step(algo, gradients, args, seed)
             torch.testing.assert_close(program[0], library[0], **VALUE_TOLERANCE)
@@ -291,15 +295,15 @@ def test_a_minibatch_of_another_shape_runs_eagerly():
 
 def test_auto_compiles_on_cpu_when_it_pays_back_and_on_without_a_compiler_says_so(monkeypatch, capsys):
     cpu = torch.device("cpu")
-    assert not compiled.wanted("auto", cpu, algo="sac", updates=compiled.PAYS_BACK_AFTER["sac"] - 1)
-    assert compiled.wanted("auto", cpu, algo="sac", updates=compiled.PAYS_BACK_AFTER["sac"])
-    assert not compiled.wanted("auto", cpu)  # nothing planned, or an algorithm without a measured rule
-    assert not compiled.wanted("off", cpu, algo="sac", updates=10**9)
-    assert compiled.wanted("on", cpu)
+    assert not wanted("auto", cpu, algo="sac", updates=PAYS_BACK_AFTER["sac"] - 1)
+    assert wanted("auto", cpu, algo="sac", updates=PAYS_BACK_AFTER["sac"])
+    assert not wanted("auto", cpu)  # nothing planned, or an algorithm without a measured rule
+    assert not wanted("off", cpu, algo="sac", updates=10**9)
+    assert wanted("on", cpu)
     monkeypatch.setenv("CXX", "no-such-c++-compiler")
-    assert not compiled.wanted("auto", cpu, algo="sac", updates=10**9)
+    assert not wanted("auto", cpu, algo="sac", updates=10**9)
     assert capsys.readouterr().err == ""  # auto falls back quietly
-    assert not compiled.wanted("on", cpu)
+    assert not wanted("on", cpu)
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "C++ compiler" in lines[0] and "train.compile=off" in lines[0]
 
@@ -308,9 +312,9 @@ def test_the_presets_and_the_zoo_budgets_are_on_the_measured_side_of_the_rule():
     """What ``auto`` decides for what users run: the Zoo's DQN (24,500 updates) and SAC (19,900) budgets compile;
     ``ppo-cartpole`` (a few hundred updates) stays eager."""
     zoo_dqn = load_config("dqn-cartpole", overrides=["train.total_frames=50000", "dqn.learning_starts=1000"])
-    assert compiled.planned_updates(50_000, zoo_dqn.dqn) == 24_500 >= compiled.PAYS_BACK_AFTER["dqn"]
+    assert planned_updates(50_000, zoo_dqn.dqn) == 24_500 >= PAYS_BACK_AFTER["dqn"]
     config, algo, _ = learner("ppo-cartpole", PPO, "train.compile=auto")
-    assert not algo.compile and algo.num_updates() < compiled.PAYS_BACK_AFTER["ppo"]
+    assert not algo.compile and algo.num_updates() < PAYS_BACK_AFTER["ppo"]
 
 
 def test_yaml_booleans_read_as_the_setting():
@@ -334,7 +338,7 @@ def test_a_loss_that_cannot_be_compiled_trains_eagerly_after_one_line(capsys):
     x = torch.randn(4, 3)
     for _ in range(2):
         value, norm, _ = program(x)
-        expected, expected_norm, _ = compiled.Gradients({"net": net}, loss, 1.0)(x)
+        expected, expected_norm, _ = Gradients({"net": net}, loss, 1.0)(x)
         torch.testing.assert_close(value, expected.detach())
         torch.testing.assert_close(norm, expected_norm)
     lines = capsys.readouterr().err.strip().splitlines()
@@ -382,3 +386,22 @@ def test_a_phase_in_one_program_makes_the_updates_one_by_one_would():
     for p, q in zip(loop.parameters, single.parameters, strict=True):
         for key in ("exp_avg", "exp_avg_sq", "step"):
             torch.testing.assert_close(loop.optimizer.state[p][key], single.optimizer.state[q][key], **VALUE_TOLERANCE)
+
+
+def test_an_optimiser_the_program_cannot_step_is_named_on_stderr(capsys):
+    """Only a plain fused Adam is stepped inside the program; another optimiser still gets compiled gradients, and the
+    slower path is one line on stderr naming why (not silent)."""
+    net = torch.nn.Linear(3, 1)
+    loss = lambda x: (net(x).pow(2).mean(), {})  # noqa: E731
+    guard = load_config("dqn-cartpole").guard
+    sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+    program = compiled.gradients({"net": net}, loss, 1.0, compile=True, name="odd", optimizer=sgd, guard=guard)
+    assert isinstance(program, CompiledGradients) and not isinstance(program, CompiledStep)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "odd program" in lines[0] and "SGD is not Adam" in lines[0]
+    decayed = torch.optim.Adam(net.parameters(), lr=0.1, weight_decay=0.1, fused=True)
+    compiled.gradients({"net": net}, loss, 1.0, compile=True, name="odd", optimizer=decayed, guard=guard)
+    assert "weight decay" in capsys.readouterr().err
+    fused = torch.optim.Adam(net.parameters(), lr=0.1, fused=True)
+    program = compiled.gradients({"net": net}, loss, 1.0, compile=True, name="odd", optimizer=fused, guard=guard)
+    assert isinstance(program, CompiledStep) and capsys.readouterr().err == ""

@@ -19,11 +19,12 @@ import pytest
 import torch
 
 from rlpilot.config import load_config
-from rlpilot.control import compiled
 from rlpilot.control.algos import build
 from rlpilot.control.algos.dqn import n_step_transitions
 from rlpilot.control.algos.ppo import MINIBATCH_KEYS, gae
 from rlpilot.control.collect import BatchCollector
+from rlpilot.control.compiled.adam import CompiledStep
+from rlpilot.control.compiled.cuda_graph import CudaGraph
 from rlpilot.envs import make_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -63,9 +64,9 @@ def minibatches(algo: str, config, env, agent, count: int) -> list[tuple]:
     return [(flat[torch.randint(0, flat.shape[0], (size,), generator=index)],) for _ in range(count)]
 
 
-def programs(agent) -> list[compiled.CompiledStep]:
+def programs(agent) -> list[CompiledStep]:
     parts = [agent.critic_gradients, agent.both_gradients] if hasattr(agent, "both_gradients") else [agent.gradients]
-    assert all(isinstance(part, compiled.CompiledStep) for part in parts)
+    assert all(isinstance(part, CompiledStep) for part in parts)
     return parts
 
 
@@ -148,7 +149,7 @@ def test_the_graphed_policy_step_acts_as_the_network(algo):
         graphed.graphed_sample if algo == "ppo" else graphed.q_forward if algo == "dqn" else graphed.actor_forward
     )
     forward_p = plain.graphed_sample if algo == "ppo" else plain.q_forward if algo == "dqn" else plain.actor_forward
-    assert isinstance(forward_g, compiled.CudaGraph) and not isinstance(forward_p, compiled.CudaGraph)
+    assert isinstance(forward_g, CudaGraph) and not isinstance(forward_p, CudaGraph)
     dim = 4 if algo in ("dqn", "ppo") else 3
     for step in range(6):
         if step == 3:

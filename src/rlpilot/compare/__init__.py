@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from rlpilot.conditions import SAMPLED, Declared
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import EvalResult
 from rlpilot.errors import UserError
 from rlpilot.reference import Reference, controller_defaults, tune_reference

@@ -1,9 +1,10 @@
-"""Typed run configuration. ``schema`` holds the sections (dataclasses, one docstring per field, valid values
-declared with each field) and ``Config`` with its derived values and rules between fields; ``load`` builds
-one from a preset, a YAML file or ``--set`` overrides (``load_config``). Both are re-exported here, so
-``from rlpilot.config import Config, load_config`` is the public face. No torch is imported.
+"""Typed run configuration. ``sections`` holds the sections (dataclasses, one docstring per field, valid values
+declared with each field by ``fields``), ``schema`` holds ``Config`` with its derived values and rules between
+fields; ``load`` builds one from a preset, a YAML file or ``--set`` overrides (``load_config``). Their public names
+are re-exported here, so ``from rlpilot.config import Config, load_config`` is the public face. No torch is imported.
 """
 
+from rlpilot.config.fields import at_least, between, field_problems, fraction, one_of, positive, positive_items
 from rlpilot.config.load import (
     all_keys,
     apply_overrides,
@@ -15,11 +16,11 @@ from rlpilot.config.load import (
     read_config_file,
     set_value,
 )
-from rlpilot.config.schema import (
+from rlpilot.config.schema import Config, resolve_device, solved_threshold
+from rlpilot.config.sections import (
     BACKENDS,
     LOGGERS,
     MAX_SEED,
-    Config,
     DQNConfig,
     EnvConfig,
     GRPOConfig,
@@ -32,15 +33,6 @@ from rlpilot.config.schema import (
     SACConfig,
     TD3Config,
     TrainConfig,
-    at_least,
-    between,
-    field_problems,
-    fraction,
-    one_of,
-    positive,
-    positive_items,
-    resolve_device,
-    solved_threshold,
 )
 
 __all__ = [

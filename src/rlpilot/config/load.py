@@ -17,7 +17,9 @@ import yaml
 
 from rlpilot import registry
 from rlpilot.config import safe_yaml
-from rlpilot.config.schema import Config, EnvConfig, section_problems
+from rlpilot.config.fields import section_problems
+from rlpilot.config.schema import Config
+from rlpilot.config.sections import EnvConfig
 from rlpilot.errors import UserError
 
 

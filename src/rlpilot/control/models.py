@@ -8,8 +8,8 @@ import torch
 from torch import nn
 from torchrl.data import Bounded, Categorical, OneHot, TensorSpec
 
-from rlpilot.config.schema import ModelConfig
-from rlpilot.control.compiled import graphed
+from rlpilot.config.sections import ModelConfig
+from rlpilot.control.compiled.cuda_graph import graphed
 from rlpilot.errors import UserError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -30,8 +30,8 @@ def acting_forward(net: nn.Module, cuda_graph: bool = False) -> Callable[[torch.
     tensor is not (nothing in rlpilot does that; build the forward again). Hooks on the layers are not run (nothing in
     rlpilot sets any). Any other network: its own forward. Keep the result on the learner (not on a module: a deep
     copy of the module would share it). ``cuda_graph`` (``train.cuda_graphs``), for a network on CUDA: the forward
-    replayed as one CUDA graph per observation shape (:class:`rlpilot.control.compiled.CudaGraph`; captured again
-    when a parameter is replaced), the layers read at each call."""
+    replayed as one CUDA graph per observation shape (:class:`rlpilot.control.compiled.cuda_graph.CudaGraph`;
+    captured again when a parameter is replaced), the layers read at each call."""
     if not isinstance(net, nn.Sequential) or not all(isinstance(m, (nn.Linear, *ACTING_OPS)) for m in net):
         return net
     first = next(net.parameters(), None)

@@ -35,7 +35,7 @@ from torchrl.envs import (
 
 from rlpilot.bounds import FLOAT_BYTES, Allocation
 from rlpilot.conditions import Declared, UnderCondition, require
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
 from rlpilot.envs.native import NativeEnv, make_native_vector_env
 from rlpilot.envs.pixels import FrameReader, frame_stack_transform, frame_transforms, is_image_spec

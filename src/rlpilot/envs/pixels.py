@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage, Transform
 
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.errors import UserError
 
 

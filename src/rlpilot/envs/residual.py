@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.controllers import CheckedController, all_finite, check_gate_signal, is_user_controller
 from rlpilot.envs.arm.controllers import ARM_ERROR_MONITOR
 from rlpilot.errors import UserError

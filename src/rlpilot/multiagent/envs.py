@@ -24,7 +24,7 @@ from torchrl.data import Categorical, OneHot
 
 from rlpilot import registry
 from rlpilot.bounds import FLOAT_BYTES, Allocation, refuse_beyond
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.errors import UserError
 
 # a version note from TorchRL, not a problem: the PettingZoo backend is tested here with pettingzoo 1.27

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlpilot.config.schema import ModelConfig
+from rlpilot.config.sections import ModelConfig
 from rlpilot.control.algos.ppo import PPO
 from rlpilot.control.models import mlp
 

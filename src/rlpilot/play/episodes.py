@@ -15,7 +15,7 @@ import torch
 from torchrl.envs import TransformedEnv
 
 from rlpilot.conditions import SAMPLED
-from rlpilot.config.schema import BACKENDS, EnvConfig
+from rlpilot.config.sections import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs.make import declaration, make_env, single_spaces
 from rlpilot.errors import UserError

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from rlpilot import registry
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.errors import UserError
 from rlpilot.files import own_file
 from rlpilot.multiagent.envs import make_vector

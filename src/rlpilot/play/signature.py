@@ -170,7 +170,7 @@ def _nested_shape(value: Any) -> tuple[int, ...] | None:
 def _check(signature: dict) -> None:
     """The rules of the module docstring; a :class:`UserError` saying which one ``signature`` breaks."""
     from rlpilot.config.load import section_from_dict
-    from rlpilot.config.schema import EnvConfig
+    from rlpilot.config.sections import EnvConfig
 
     env = signature["env"]
     env_config = section_from_dict(EnvConfig, {k: env[k] for k in ENV_FIELDS if k in env}, prefix="env")

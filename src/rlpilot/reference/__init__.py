@@ -10,7 +10,7 @@ import numbers
 import time
 from dataclasses import dataclass, field, replace
 
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.reference.play import Objective, play_candidates
 from rlpilot.reference.search import search
 from rlpilot.tune.space import Param

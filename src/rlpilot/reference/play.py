@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from rlpilot.config.schema import EnvConfig
+from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.controllers import build_controller
 from rlpilot.envs.make import make_env

@@ -11,7 +11,7 @@ import numpy as np
 import yaml
 
 from rlpilot.config import safe_yaml
-from rlpilot.config.schema import field_problems
+from rlpilot.config.fields import field_problems
 from rlpilot.errors import UserError
 from rlpilot.files import dumps
 from rlpilot.redact import redact

@@ -25,9 +25,10 @@ from torchrl.data import LazyTensorStorage, PrioritizedSampler, RandomSampler, T
 from torchrl.envs import EnvBase
 
 from rlpilot import stopping
-from rlpilot.config.schema import Config, DQNConfig
+from rlpilot.config.schema import Config
+from rlpilot.config.sections import DQNConfig
 from rlpilot.control import compiled
-from rlpilot.control.algos.offpolicy import Polyak
+from rlpilot.control.algos.offpolicy import Polyak, planned_updates
 from rlpilot.control.collect import TRANSITION_KEYS, as_key, nested_tensordict
 from rlpilot.control.models import GreedyActor, acting_forward, action_kind, network
 from rlpilot.guard import Guard
@@ -66,23 +67,10 @@ class DQN:
         self.frames = 0
         self.epsilon = cfg.eps_init
         self.guard = Guard(config.guard)
-        self.gradients = compiled.gradients(
-            {"q_net": self.q_net},
-            self.loss,
-            cfg.max_grad_norm,
-            compile=compiled.wanted(
-                config.train.compile,
-                device,
-                algo="dqn",
-                updates=compiled.planned_updates(config.train.total_frames, cfg),
-                modules=[self.q_net],
-            ),
-            name="dqn_update",
-            fixed={"target_net": self.target_net},
-            optimizer=self.optimizer,
-            guard=config.guard,
-            eager_first=compiled.eager_updates(config.train.compile, device),
-            cuda_graph=config.train.cuda_graphs,
+        update = compiled.Program("dqn_update", {"q_net": self.q_net}, self.loss, {"target_net": self.target_net})
+        planned = planned_updates(config.train.total_frames, cfg)
+        self.gradients = compiled.build_update(
+            config, device, update, optimizer=self.optimizer, planned_updates=planned
         )
 
     # -- acting (hot path: plain tensors) -------------------------------------------------------

@@ -7,7 +7,6 @@ drawn from it. Subclasses define their networks and the loss.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
@@ -17,7 +16,8 @@ from torch import nn
 from torchrl.envs import EnvBase
 
 from rlpilot import stopping
-from rlpilot.config.schema import Config, ModelConfig, SACConfig, TD3Config
+from rlpilot.config.schema import Config
+from rlpilot.config.sections import ModelConfig, SACConfig, TD3Config
 from rlpilot.control import compiled
 from rlpilot.control.collect import TRANSITION_KEYS, as_key, nested_tensordict
 from rlpilot.control.models import action_kind, mlp, observation_size
@@ -130,16 +130,21 @@ class Replay:
         self.write_count = int(state["_writer"].get("_write_count", storage.get("_len", 0)))
 
 
+def planned_updates(total_frames: int, cfg) -> int:
+    """An off-policy run's gradient updates over its budget: every frame after ``cfg.learning_starts``,
+    ``cfg.updates_per_frame`` each (DQN, SAC and TD3 configs)."""
+    return round(max(0, total_frames - cfg.learning_starts) * cfg.updates_per_frame)
+
+
 class OffPolicyContinuous(ABC):
     """What SAC and TD3 share: the Box, replay, random warm-up, the learning phase, checkpoints.
 
     Subclasses build their networks and ``self.optimizer`` / ``self.parameters``, and define
     :meth:`explore` (an action to collect with), :meth:`losses` (the loss to step and its detached
     statistics), :meth:`after_step` (target updates) and :meth:`networks` (what checkpoints hold).
-    ``wants_compiled()`` (once the networks exist) says whether the update is compiled (``train.compile``);
-    ``gradients`` is what the learning phase calls (:mod:`rlpilot.control.compiled`: the loss's clipped gradients,
-    eager or one compiled program under ``train.compile``); ``compiled_parts`` are the programs whose first-call
-    seconds are logged.
+    ``gradients`` is what the learning phase calls (built once by :func:`rlpilot.control.compiled.build_update` from
+    ``planned_updates``: the loss's clipped gradients, eager or one compiled program under ``train.compile``);
+    ``compiled_parts`` are the programs whose first-call seconds are logged.
     """
 
     on_policy = False
@@ -171,19 +176,8 @@ class OffPolicyContinuous(ABC):
         self.held: torch.Tensor | None = None
         self.at_bound: torch.Tensor | None = None  # action/at_bound, measured every AT_BOUND_EVERY_ROWS frames
         self.guard = Guard(config.guard)
-        self.planned_updates = compiled.planned_updates(config.train.total_frames, cfg)
-        self.max_grad_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
+        self.planned_updates = planned_updates(config.train.total_frames, cfg)
         self.compiled_parts: tuple = ()
-
-    def wants_compiled(self) -> bool:
-        """``train.compile`` for this run's networks and planned updates (:func:`compiled.wanted`)."""
-        return compiled.wanted(
-            self.config.train.compile,
-            self.device,
-            algo=self.config.algo,
-            updates=self.planned_updates,
-            modules=list(self.networks().values()),
-        )
 
     def batch_steps(self, frames: int) -> int:
         """Env steps per env of the next batch collected in this process, ``frames`` collected so far: the run's

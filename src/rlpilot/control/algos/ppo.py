@@ -27,8 +27,10 @@ from torchrl.modules import TanhNormal
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
 from rlpilot import stopping
-from rlpilot.config.schema import Config, PPOConfig
+from rlpilot.config.schema import Config
+from rlpilot.config.sections import PPOConfig
 from rlpilot.control import compiled
+from rlpilot.control.compiled.cuda_graph import graphed
 from rlpilot.control.models import GaussianHead, GreedyActor, action_kind, actor_out_gain, network
 from rlpilot.guard import Guard
 
@@ -50,30 +52,17 @@ class PPO:
         self.build_networks(env)
         self.greedy_module = GreedyActor(self.actor_net, self.bounds, one_hot=self.num_actions if self.one_hot else 0)
         # the policy step; on CUDA one graph replay (``train.cuda_graphs``)
-        self.graphed_sample = compiled.graphed(self.sample, self.actor_net, config.train.cuda_graphs, "PPO policy step")
+        self.graphed_sample = graphed(self.sample, self.actor_net, config.train.cuda_graphs, "PPO policy step")
         self.parameters = [*self.actor_net.parameters(), *self.critic_net.parameters()]
         # fused Adam: 3x cheaper step than the default single-tensor loop on CPU (~55 vs ~165 us for 64-64 MLPs)
         self.optimizer = torch.optim.Adam(self.parameters, lr=config.ppo.lr, eps=1e-5, fused=True)
         self.updates = 0
         self.guard = Guard(config.guard)
-        self.compile = compiled.wanted(
-            config.train.compile,
-            device,
-            algo=config.algo,
-            updates=self.num_updates(),
-            modules=[self.actor_net, self.critic_net],
+        update = compiled.Program("ppo_update", {"actor": self.actor_net, "critic": self.critic_net}, self.loss)
+        self.gradients = compiled.build_update(
+            config, device, update, optimizer=self.optimizer, planned_updates=self.num_updates()
         )
-        self.gradients = compiled.gradients(
-            {"actor": self.actor_net, "critic": self.critic_net},
-            self.loss,
-            config.ppo.max_grad_norm,
-            compile=self.compile,
-            name="ppo_update",
-            optimizer=self.optimizer,
-            guard=config.guard,
-            eager_first=compiled.eager_updates(config.train.compile, device),
-            cuda_graph=config.train.cuda_graphs,
-        )
+        self.compile = self.gradients.compiled
 
     def build_networks(self, env: EnvBase) -> None:
         """``actor_net`` and ``critic_net`` sized from ``env``'s specs, on ``device``, and what the action

@@ -34,7 +34,8 @@ from tensordict import TensorDict
 from torch import nn
 from torchrl.envs import EnvBase
 
-from rlpilot.config.schema import Config, ModelConfig
+from rlpilot.config.schema import Config
+from rlpilot.config.sections import ModelConfig
 from rlpilot.control import compiled
 from rlpilot.control.algos.offpolicy import OffPolicyContinuous, Polyak, TwinQ, frozen
 from rlpilot.control.models import GreedyActor, acting_forward, actor_out_gain, mlp
@@ -81,18 +82,10 @@ class SAC(OffPolicyContinuous):
         groups = [self.actor.parameters(), self.critic.parameters(), self.temperature.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=cfg.lr, fused=True)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
-        compile = self.wants_compiled()
-        self.gradients = compiled.gradients(
-            {"actor": self.actor, "critic": self.critic, "temperature": self.temperature},
-            self.losses,
-            self.max_grad_norm,
-            compile=compile,
-            name="sac_update",
-            fixed={"target_critic": self.target_critic},
-            optimizer=self.optimizer,
-            guard=config.guard,
-            eager_first=compiled.eager_updates(config.train.compile, device),
-            cuda_graph=config.train.cuda_graphs,
+        learned = {"actor": self.actor, "critic": self.critic, "temperature": self.temperature}
+        update = compiled.Program("sac_update", learned, self.losses, {"target_critic": self.target_critic})
+        self.gradients = compiled.build_update(
+            config, device, update, optimizer=self.optimizer, planned_updates=self.planned_updates
         )
         self.compiled_parts = (self.gradients,)
 

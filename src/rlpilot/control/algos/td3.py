@@ -52,36 +52,17 @@ class TD3(OffPolicyContinuous):
         groups = [self.actor.parameters(), self.critic.parameters()]
         self.optimizer = torch.optim.Adam([{"params": list(group)} for group in groups], lr=config.td3.lr, fused=True)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
-        compile = self.wants_compiled()
-        # two programs: a critic-only update leaves the actor's gradient (and so its Adam moments) untouched
+        # two programs: a critic-only update leaves the actor's gradient (and so its Adam moments) untouched; the
+        # eager updates before compiling are shared in the share each is called in (``Program.every``)
         targets = {"target_actor": self.target_actor, "target_critic": self.target_critic}
-        # the eager updates before compiling, shared by the two programs in the share they are called in (both
-        # compile once that many updates in all have run, not each after as many of its own)
-        eager = compiled.eager_updates(config.train.compile, device)
-        eager_both = eager // config.td3.policy_delay
-        self.critic_gradients = compiled.gradients(
-            {"critic": self.critic},
-            self.critic_loss,
-            self.max_grad_norm,
-            compile=compile,
-            name="td3_critic",
-            fixed={"actor": self.actor, **targets},
-            optimizer=self.optimizer,
-            guard=config.guard,
-            eager_first=eager - eager_both,
-            cuda_graph=config.train.cuda_graphs,
+        critic = compiled.Program(
+            "td3_critic", {"critic": self.critic}, self.critic_loss, {"actor": self.actor, **targets}
         )
-        self.both_gradients = compiled.gradients(
-            {"actor": self.actor, "critic": self.critic},
-            self.both_losses,
-            self.max_grad_norm,
-            compile=compile,
-            name="td3_critic_actor",
-            fixed=targets,
-            optimizer=self.optimizer,
-            guard=config.guard,
-            eager_first=eager_both,
-            cuda_graph=config.train.cuda_graphs,
+        learned = {"actor": self.actor, "critic": self.critic}
+        every = config.td3.policy_delay  # the actor's program: one update in ``policy_delay``
+        both = compiled.Program("td3_critic_actor", learned, self.both_losses, targets, every=every)
+        self.critic_gradients, self.both_gradients = compiled.build_updates(
+            config, device, [critic, both], optimizer=self.optimizer, planned_updates=self.planned_updates
         )
         self.compiled_parts = (self.critic_gradients, self.both_gradients)
 
