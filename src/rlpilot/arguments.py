@@ -16,6 +16,7 @@ import sys
 
 from rlpilot.bounds import MAX_EPISODES, MAX_RUNS, MAX_WORKERS
 from rlpilot.config.sections import MAX_SEED
+from rlpilot.errors import UserError
 from rlpilot.redact import redact
 
 EXIT_BAD_INPUT = 2
@@ -289,6 +290,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --controller: fresh episodes of the closing check",
     )
 
+    p = verbs.add_parser(
+        "compare",
+        help="does a policy replace your controller's tuning? rows against the controller retuned per condition "
+        "(the oracle) and tuned once for every condition (robust), paired, with figures",
+    )
+    p.add_argument("env", metavar="ENV", help="a gymnasium id or package.module:Class that declares its conditions")
+    p.add_argument("--controller", required=True, metavar="NAME", help="your controller, package.module:Class (or pd)")
+    p.add_argument("--controller-kwargs", metavar="YAML", help="its arguments that are not searched")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=LOW:HIGH[:log]",
+        help="a constructor argument the references search, and its range (repeatable)",
+    )
+    p.add_argument("--run", action="append", default=[], metavar="RUN", help="a trained run as a row (repeatable)")
+    p.add_argument("--artifact", action="append", default=[], metavar="FILE", help="an exported policy as a row")
+    p.add_argument(
+        "--condition",
+        action="append",
+        metavar="NAME|LABEL:KEY=VALUE,...|sampled",
+        help="the conditions played (default: every named one, then sampled ones); repeatable",
+    )
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="env settings (env.kwargs...)")
+    p.add_argument("--episodes", type=EPISODES, default=100, help="evaluation episodes per condition and row")
+    p.add_argument("--seed", type=SEED, default=10_000, help="evaluation episode i plays seed + i")
+    p.add_argument("--tuning-episodes", type=EPISODES, default=32, help="episodes each reference is tuned on")
+    p.add_argument("--tuning-seed", type=SEED, default=0, help="tuning episode i plays seed + i (apart from --seed)")
+    p.add_argument("--score", default="tracking_error", help="the measure compared (default tracking_error)")
+    p.add_argument("--effort-weight", type=Number(float, 0, 1e6), default=0.0, help="score + weight x effort")
+    p.add_argument("--bar", type=Number(float, 1, 100), default=1.2, help="a row's error within BAR x the oracle's")
+    p.add_argument("--effort-bar", type=Number(float, 0, 100, above=True), default=1.2, help="effort within x oracle's")
+    p.add_argument("--search", choices=list(("quick", "fine")), default="fine", help="how long the references search")
+    p.add_argument("--out", help="folder of the answer (default runs/compare-ENV); a rerun reuses its references")
+    p.add_argument("--trust-code", action="store_true", help="you trust these runs and artifacts (docs/eval.md)")
+
     p = verbs.add_parser("bench", help="every preset over seeds; a results table (also into docs/results.md)")
     p.add_argument("--seeds", type=RUNS, default=5)
     p.add_argument("--workers", type=WORKERS, default=CORES)
@@ -312,3 +349,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output image (.png or .svg); default RUN/curve.png, or curves.png for several")
     p.add_argument("--x", choices=["frames", "time"], default="frames", help="x axis: frames or wall time")
     return parser
+
+
+def controller_kwargs(args: argparse.Namespace) -> dict | None:
+    """``--controller-kwargs`` as a mapping (parsed within the YAML bounds); None when not given."""
+    if args.controller_kwargs is None:
+        return None
+    if args.controller is None:
+        raise UserError("--controller-kwargs builds the controller named by --controller: add --controller NAME")
+    import yaml
+
+    from rlpilot.config import field_problems
+    from rlpilot.config.safe_yaml import load
+
+    try:
+        kwargs = load(args.controller_kwargs, source="--controller-kwargs")
+    except yaml.YAMLError as exc:
+        raise UserError(f"--controller-kwargs is not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(kwargs, dict):
+        raise UserError(f"--controller-kwargs: a YAML mapping such as '{{kp: 2.0}}' (got {args.controller_kwargs!r})")
+    if problems := field_problems("--controller-kwargs", kwargs, {"finite_items": True}):
+        raise UserError(problems[0])  # NaN or inf: every action would be NaN
+    return kwargs

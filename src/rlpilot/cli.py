@@ -18,7 +18,14 @@ import threading
 from typing import NoReturn
 
 from rlpilot import stopping
-from rlpilot.arguments import EXIT_BAD_INPUT, MAX_ERROR_CHARS, build_parser, check_seed_range, one_line
+from rlpilot.arguments import (
+    EXIT_BAD_INPUT,
+    MAX_ERROR_CHARS,
+    build_parser,
+    check_seed_range,
+    controller_kwargs,
+    one_line,
+)
 from rlpilot.errors import UserError
 from rlpilot.play.trust import allow_code, require_trust
 from rlpilot.redact import redact
@@ -340,7 +347,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         checkpoint=args.checkpoint,
         backend=args.backend,
         controller=args.controller,
-        controller_kwargs=_controller_kwargs(args),
+        controller_kwargs=controller_kwargs(args),
         step_limit_s=args.step_limit,
         condition=args.condition,
     )
@@ -374,7 +381,7 @@ def _tune_controller(args: argparse.Namespace) -> int:
         env_cfg,
         args.controller,
         controller_space(args.param),
-        fixed=_controller_kwargs(args) or {},
+        fixed=controller_kwargs(args) or {},
         trials=args.trials,
         episodes=args.episodes,
         seed_start=args.seed_start,
@@ -385,28 +392,6 @@ def _tune_controller(args: argparse.Namespace) -> int:
     )
     print(result["text"])
     return 0
-
-
-def _controller_kwargs(args: argparse.Namespace) -> dict | None:
-    """``--controller-kwargs`` as a mapping (parsed within the YAML bounds); None when not given."""
-    if args.controller_kwargs is None:
-        return None
-    if args.controller is None:
-        raise UserError("--controller-kwargs builds the controller named by --controller: add --controller NAME")
-    import yaml
-
-    from rlpilot.config import field_problems
-    from rlpilot.config.safe_yaml import load
-
-    try:
-        kwargs = load(args.controller_kwargs, source="--controller-kwargs")
-    except yaml.YAMLError as exc:
-        raise UserError(f"--controller-kwargs is not YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(kwargs, dict):
-        raise UserError(f"--controller-kwargs: a YAML mapping such as '{{kp: 2.0}}' (got {args.controller_kwargs!r})")
-    if problems := field_problems("--controller-kwargs", kwargs, {"finite_items": True}):
-        raise UserError(problems[0])  # NaN or inf: every action would be NaN
-    return kwargs
 
 
 def _print_episodes(args: argparse.Namespace, what: str, returns, columns: list, task: dict) -> None:
@@ -498,6 +483,12 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [""])[0][:MAX_ERROR_CHARS]
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from rlpilot.compare.command import run
+
+    return run(args)
+
+
 COMMANDS = {
     "presets": _cmd_presets,
     "check": _cmd_check,
@@ -506,6 +497,7 @@ COMMANDS = {
     "export": _cmd_export,
     "sweep": _cmd_sweep,
     "tune": _cmd_tune,
+    "compare": _cmd_compare,
     "bench": _cmd_bench,
     "doctor": _cmd_doctor,
     "plot": _cmd_plot,

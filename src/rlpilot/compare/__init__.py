@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlpilot.compare.report import ORACLE, ROBUST, summarise, write_report
 from rlpilot.conditions import SAMPLED, Declared
 from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import EvalResult
@@ -32,8 +33,6 @@ from rlpilot.errors import UserError
 from rlpilot.reference import Reference, controller_defaults, tune_reference
 from rlpilot.reference.play import Objective, play_candidates
 from rlpilot.tune.space import Param
-
-ORACLE, ROBUST = "oracle", "robust"
 
 
 @dataclass
@@ -184,7 +183,6 @@ def play_rows(plan: Plan, refs: dict[str, Reference], trace: tuple[str, ...]) ->
 def compare(plan: Plan, declared: Declared, out: Path) -> dict:
     """Tunes the references, plays every row, writes ``answer.md``, ``compare.json`` and the figures into
     ``out``; returns what ``compare.json`` holds."""
-    from rlpilot.compare.report import summarise, write_report
 
     overlap = set(plan.seeds) & set(plan.tuning_seeds)
     if overlap:
