@@ -112,7 +112,10 @@ def references(plan: Plan, out: Path) -> dict[str, Reference]:
     from rlpilot.runs import atomic_write
 
     cache_path = out / "references.json"
-    cache = read_json(cache_path, "a compare cache", advice="remove it to tune again") if cache_path.exists() else {}
+    advice = "it is not a cache rlpilot compare wrote: remove it to tune again"
+    cache = read_json(cache_path, advice) if cache_path.exists() else {}
+    if not isinstance(cache, dict) or not all(isinstance(entry, dict) for entry in cache.values()):
+        raise UserError(f"{cache_path}: {advice}")
     defaults = controller_defaults(plan.env.id, plan.controller, plan.fixed, plan.space)
     wanted = [(ROBUST, SAMPLED)] + [(ORACLE, label) for label in plan.conditions if label != SAMPLED]
     found: dict[str, Reference] = {}
@@ -120,7 +123,10 @@ def references(plan: Plan, out: Path) -> dict[str, Reference]:
         key = plan.identity(kind, label)
         name = ROBUST if kind == ROBUST else f"{ORACLE}/{label}"
         if key in cache:
-            found[name] = Reference(**{k: v for k, v in cache[key].items()})
+            try:
+                found[name] = Reference(**cache[key])
+            except TypeError:
+                raise UserError(f"{cache_path}: {advice}") from None
             _say(f"[{index}/{len(wanted)}] {name}: from {cache_path}")
             continue
         starts = [defaults] + ([found[ROBUST].kwargs] if ROBUST in found else [])
