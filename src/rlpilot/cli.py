@@ -486,7 +486,7 @@ def _first_line(exc: BaseException) -> str:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from rlpilot.compare.command import run
 
-    return run(args)
+    return run(args, args.argv)
 
 
 COMMANDS = {
@@ -516,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # what was asked, for a verb that stamps it
     except SystemExit as exc:  # --help (0), or an argument error already said in one line (2)
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():

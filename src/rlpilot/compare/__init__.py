@@ -57,6 +57,8 @@ class Plan:
     batch: int = 16
     rounds: int = 6
     refine_rounds: int = 12
+    command: str = ""
+    """The command line that asked (redacted), stamped into the answer."""
 
     @property
     def seeds(self) -> list[int]:

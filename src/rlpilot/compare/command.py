@@ -12,10 +12,11 @@ SEARCHES = {"quick": (8, 3, 6), "fine": (16, 6, 12)}
 """``--search``: candidates a batch, TPE rounds, refinement rounds."""
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     from rlpilot.arguments import controller_kwargs
     from rlpilot.check import env_config
     from rlpilot.play.trust import allow_code, require_trust
+    from rlpilot.redact import redact_command
     from rlpilot.registry import resolve_env
 
     for target in [*args.run, *args.artifact]:
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         batch=batch,
         rounds=rounds,
         refine_rounds=refine,
+        command=redact_command(["rlpilot", *argv]) if argv else "rlpilot compare",
     )
     out = Path(args.out or f"runs/compare-{env_cfg.id.replace(':', '-').replace('/', '-')}")
     summary = compare(plan, declared, out)

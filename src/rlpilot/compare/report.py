@@ -72,7 +72,23 @@ def summarise(plan, refs: dict, table: dict[str, dict[str, EvalResult]]) -> dict
         "seeds": [plan.seed, plan.seed + plan.episodes - 1],
         "tuning_seeds": [plan.tuning_seed, plan.tuning_seed + plan.tuning_episodes - 1],
         "references": {name: ref.as_dict() for name, ref in refs.items()},
+        "stamp": _stamp(plan.command),
         "conditions": conditions,
+    }
+
+
+def _stamp(command: str) -> dict:
+    """When, with what, and asked how: what makes a result file a record."""
+    import platform
+    import time
+    from importlib.metadata import version
+
+    versions = {name: version(name) for name in ("rlpilot", "torch", "gymnasium", "numpy")}
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S +0000", time.gmtime()),
+        "command": command,
+        "versions": versions,
+        "cpu": platform.processor() or platform.machine(),
     }
 
 
@@ -140,6 +156,10 @@ def write_report(plan, declared, summary: dict, table: dict, out: Path) -> None:
         *_references_text(summary),
         "",
         *(f"![{path.stem}]({path.name})" for path in figures if path is not None),
+        "",
+        f"`{summary['stamp']['command']}`; {summary['stamp']['date']}; "
+        + ", ".join(f"{k} {v}" for k, v in summary["stamp"]["versions"].items())
+        + f"; tuning {summary.get('seconds', {}).get('tuning', '-')} s.",
         "",
     ]
     atomic_write(out / "answer.md", "\n".join(text))
