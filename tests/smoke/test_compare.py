@@ -125,3 +125,17 @@ def test_a_cache_that_is_not_one_is_one_line(tmp_path, capsys):
     argv = ["compare", TANK, "--controller", PID, *SPACE, *SMALL, "--out", str(tmp_path)]
     assert main(argv) == 2
     assert "references.json: it is not a cache rlpilot compare wrote" in capsys.readouterr().err
+
+
+def test_search_starts_clip_into_the_space_and_the_edge_is_named():
+    """A start outside a range (a derivative gain of 0 on a log range) is clipped into it; a best point on the
+    range's end is reported as the search's edge."""
+    from rlpilot.reference.search import search
+    from rlpilot.tune.space import parse_range
+
+    space = [parse_range("kd", "0.01:10:log"), parse_range("kp", "0:1")]
+    found = search(
+        lambda cs: [abs(c["kp"] - 0.3) - c["kd"] for c in cs], space, starts=[{"kd": 0.0, "kp": 0.5}], batch=4
+    )
+    assert found.history[0][0]["kd"] == pytest.approx(0.01)
+    assert found.edge == ["kd at its upper bound (10)"] and abs(found.best["kp"] - 0.3) < 0.05

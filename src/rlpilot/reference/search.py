@@ -43,6 +43,8 @@ class Searched:
 
 
 def _to_unit(param: Param, value: float) -> float:
+    """``value``'s place in ``param``'s range, 0 to 1 (a value outside is clipped to the range's end)."""
+    value = min(max(float(value), float(param.low)), float(param.high))
     if param.log:
         return (math.log(value) - math.log(param.low)) / (math.log(param.high) - math.log(param.low))
     return (value - param.low) / (param.high - param.low)
