@@ -16,6 +16,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_compare  # noqa: E402  (the compare answers' blocks and figures)
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 TARGETS = (
@@ -28,6 +31,7 @@ TARGETS = (
     ROOT / "docs" / "llm.md",
     ROOT / "docs" / "your-controller.md",
     ROOT / "docs" / "distributed.md",
+    ROOT / "docs" / "replace-pid.md",
 )
 ARM_NAMES = {
     "preset": "preset vs preset (what a user gets)",
@@ -1339,7 +1343,7 @@ def tables() -> dict[str, str]:
         source = newest(pattern)
         if source is not None:
             found[name] = table(source)
-    return found
+    return {**found, **results_compare.tables()}
 
 
 def render(text: str, generated: dict[str, str]) -> str:
@@ -1359,6 +1363,7 @@ def main() -> int:
             stale.append(target)
             if "--check" not in sys.argv:
                 target.write_text(new)
+    stale += results_compare.stale_figures(write="--check" not in sys.argv)
     if "--check" in sys.argv and stale:
         print(
             f"stale generated tables in {', '.join(str(p.relative_to(ROOT)) for p in stale)}: "

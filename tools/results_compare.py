@@ -1,0 +1,80 @@
+"""Generated blocks of ``rlpilot compare`` answers (docs/replace-pid.md): each plant's newest committed answer
+(``benchmarks/results/compare-PLANT-DATE/compare.json``) as its table, its references and the command that measured
+it, and its figures copied into ``docs/img/compare/PLANT/`` (what the site can show)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+IMAGES = ROOT / "docs" / "img" / "compare"
+PLANTS = {"compare_tank": "heated-tank", "compare_dc_motor": "dc-motor", "compare_arm": "arm"}
+"""Block name -> the plant's folder prefix (``compare-heated-tank-2026-12-06``)."""
+
+
+def newest(plant: str) -> Path | None:
+    found = sorted(RESULTS.glob(f"compare-{plant}-*/compare.json"))
+    return found[-1] if found else None
+
+
+def _cell(cell: dict, key: str) -> str:
+    if key not in cell:
+        return "-"
+    ratio, low, high = cell[key]
+    return f"{ratio:.2f} [{low:.2f}, {high:.2f}]" if low == low else f"{ratio:.2f}"
+
+
+def answer_block(path: Path, plant: str) -> str:
+    """The answer table (one line per condition and row), the references, the figures and the stamp."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from rlpilot.compare.report import answer_table
+
+    summary = json.loads(path.read_text())
+    lines = [answer_table(summary, {}), "", "References (searched on the tuning episodes):", ""]
+    for name, ref in summary["references"].items():
+        values = ", ".join(f"{k} {v:.4g}" for k, v in ref["kwargs"].items() if isinstance(v, (int, float)))
+        edge = f"; on the search's edge: {', '.join(ref['edge'])}" if ref["edge"] else ""
+        lines.append(f"- {name}: {values} ({ref['evaluated']} candidates, {ref['seconds']:.0f} s{edge})")
+    figures = sorted(p.name for p in path.parent.glob("*.png"))
+    lines += [""] + [f"![{name[:-4]}](img/compare/{plant}/{name})" for name in figures]
+    stamp = summary.get("stamp", {})
+    versions = ", ".join(f"{k} {v}" for k, v in stamp.get("versions", {}).items())
+    lines += [
+        "",
+        f"Measured by `{stamp.get('command', 'rlpilot compare')}` on {stamp.get('date', '?')} ({versions}; "
+        f"{stamp.get('cpu', '?')}); tuning took {summary.get('seconds', {}).get('tuning', '?')} s of "
+        f"{summary.get('seconds', {}).get('total', '?')} s. Source: "
+        f"`{path.parent.relative_to(ROOT)}/` (answer.md, compare.json).",
+    ]
+    return "\n".join(lines)
+
+
+def tables() -> dict[str, str]:
+    found = {}
+    for block, plant in PLANTS.items():
+        path = newest(plant)
+        if path is not None:
+            found[block] = answer_block(path, plant)
+    return found
+
+
+def stale_figures(write: bool) -> list[Path]:
+    """The figures of the newest answers that ``docs/img/compare/`` lacks or holds another version of (copied
+    there when ``write``)."""
+    stale = []
+    for plant in PLANTS.values():
+        path = newest(plant)
+        if path is None:
+            continue
+        for figure in sorted(path.parent.glob("*.png")):
+            target = IMAGES / plant / figure.name
+            if not target.exists() or target.read_bytes() != figure.read_bytes():
+                stale.append(target)
+                if write:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(figure, target)
+    return stale
