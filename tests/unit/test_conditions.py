@@ -120,3 +120,22 @@ def test_eval_condition_on_the_cli_prints_it_and_bad_input_is_one_line(capsys):
     assert len(err) == 1 and "declares no condition 'mass'" in err[0]
     assert main(["eval", "CartPole-v1", "--controller", "random", "--condition", "k=1"]) == 2
     assert "CartPole-v1 declares no conditions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_evaluations_play_the_same_episodes_when_asked(same):
+    """``train.eval_same_episodes``: evaluation k plays the seeds of evaluation 0 (on a randomised plant, the same
+    plants), so an unchanged policy scores the same; off, every evaluation draws fresh episodes."""
+    import torch
+
+    from rlpilot.config.load import load_config
+    from rlpilot.control.trainable import ControlTrainable
+
+    sets = [f"env.id={ARM}", "env.kwargs={randomize: all}", "train.eval_episodes=2", "env.backend=sync"]
+    config = load_config("ppo-pendulum", overrides=[*sets, f"train.eval_same_episodes={str(same).lower()}"])
+    trainable = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
+    try:
+        first, later = trainable.evaluate(0), trainable.evaluate(3)
+    finally:
+        trainable.close()
+    assert (first.mean == later.mean) is same

@@ -228,6 +228,10 @@ class TrainConfig:
     """Frames between greedy evaluations (evaluation time counts in wall time)."""
     eval_episodes: int = positive(20)
     """Greedy episodes per evaluation, run as one vectorised batch (one episode per env)."""
+    eval_same_episodes: bool = False
+    """Every evaluation plays the same episodes (the same seeds: on a randomised plant the same plants, with
+    ``env.condition_sampled`` the same conditions), so the curve and the best checkpoint follow the policy, not
+    which plants an evaluation happened to draw. Off: evaluation ``k`` plays fresh seeds."""
     solved_at: float | None = None
     """Greedy evaluation mean return at or above which the run is solved and stops; ``None``: the
     env's registered ``reward_threshold`` if any, else run the whole budget."""

@@ -102,7 +102,9 @@ class ControlTrainable:
             self.eval_env,
             self.algo.greedy_action,
             episodes=self.config.train.eval_episodes,
-            seed=self.config.train.seed + EVAL_SEED_OFFSET + 1000 * index,
+            seed=self.config.train.seed
+            + EVAL_SEED_OFFSET
+            + (0 if self.config.train.eval_same_episodes else 1000 * index),
         )
         return Evaluation(result.mean, result.std, result.metrics(), {"actions_seen": result.actions_seen})
 
