@@ -308,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", action="append", default=[], metavar="RUN", help="a trained run as a row (repeatable)")
     p.add_argument("--artifact", action="append", default=[], metavar="FILE", help="an exported policy as a row")
     p.add_argument(
+        "--also", action="append", default=[], metavar="CONTROLLER", help="another controller as a row, as built"
+    )
+    p.add_argument(
         "--condition",
         action="append",
         metavar="NAME|LABEL:KEY=VALUE,...|sampled",

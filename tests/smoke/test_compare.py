@@ -44,6 +44,7 @@ def compared(tmp_path_factory):
     try:
         argv = ["compare", TANK, "--controller", PID, *SPACE, "--condition", "nominal"]
         argv += ["--condition", "slow-load:time_constant=150,load=10", "--condition", "sampled", *SMALL]
+        argv += ["--also", "random"]
         assert main([*argv, "--out", str(out)]) == 0
     finally:
         sys.path.remove(str(EXAMPLES))
@@ -58,7 +59,7 @@ def test_compare_writes_the_answer_with_its_figures(compared):
     assert set(summary["references"]) == {"robust", "oracle/nominal", "oracle/slow-load"}
     for figure in ["ratios.png", "trace-nominal.png", "trace-slow-load.png", "trace-sampled.png"]:
         assert (out / figure).read_bytes().startswith(b"\x89PNG") and f"]({figure})" in answer
-    assert "| nominal | TankPID |" in answer and "| sampled | robust |" in answer
+    assert "| nominal | TankPID |" in answer and "| sampled | robust |" in answer and "| nominal | random |" in answer
     assert summary["conditions"]["slow-load"]["condition"] == {
         "gain": 40.0,
         "time_constant": 150.0,

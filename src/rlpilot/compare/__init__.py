@@ -47,6 +47,8 @@ class Plan:
     """Label -> the complete condition (every value the ``nominal`` case names, then the case's or the user's)."""
     runs: list[str] = field(default_factory=list)
     artifacts: list[str] = field(default_factory=list)
+    others: list[str] = field(default_factory=list)
+    """Other controllers played as rows as they are built by default (``--also adaptive-pd``)."""
     episodes: int = 100
     seed: int = 10_000
     tuning_episodes: int = 32
@@ -174,6 +176,10 @@ def play_rows(plan: Plan, refs: dict[str, Reference], trace: tuple[str, ...]) ->
             rows[ORACLE] = refs[f"{ORACLE}/{label}"].kwargs
         played = play_candidates(plant, plan.controller, list(rows.values()), seeds=plan.seeds, trace=trace)
         table[label] = dict(zip(rows, played))
+        for other in plan.others:
+            table[label][other.rsplit(":", 1)[-1]] = play_candidates(plant, other, [{}], seeds=plan.seeds, trace=trace)[
+                0
+            ]
         items = [SAMPLED] if label == SAMPLED else [f"{k}={v}" for k, v in condition.items()]
         for target in [*plan.runs, *plan.artifacts]:
             result, _, _ = evaluate_target(

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         conditions=conditions_of(declared, args.condition),
         runs=list(args.run),
         artifacts=list(args.artifact),
+        others=list(args.also),
         episodes=args.episodes,
         seed=args.seed,
         tuning_episodes=args.tuning_episodes,
