@@ -20,7 +20,7 @@ from rlpilot.controllers import build_controller
 from rlpilot.envs.make import make_env
 from rlpilot.errors import UserError
 
-MAX_ENVS = 4096
+MAX_ENVS = 1024
 """Envs one batch plays at once (candidates x episodes): a batch beyond it is played in parts."""
 
 
