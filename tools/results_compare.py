@@ -34,7 +34,7 @@ def answer_block(path: Path, plant: str) -> str:
     from rlpilot.compare.report import answer_table
 
     summary = json.loads(path.read_text())
-    lines = [answer_table(summary, {}), "", "References (searched on the tuning episodes):", ""]
+    lines = [answer_table(summary), "", "References (searched on the tuning episodes):", ""]
     for name, ref in summary["references"].items():
         values = ", ".join(f"{k} {v:.4g}" for k, v in ref["kwargs"].items() if isinstance(v, (int, float)))
         edge = f"; on the search's edge: {', '.join(ref['edge'])}" if ref["edge"] else ""

@@ -43,7 +43,7 @@ def compared(tmp_path_factory):
     sys.path.insert(0, str(EXAMPLES))
     try:
         argv = ["compare", TANK, "--controller", PID, *SPACE, "--condition", "nominal"]
-        argv += ["--condition", "slow-load:time_constant=150,load=10", "--condition", "sampled", *SMALL]
+        argv += ["--condition", "slow-load:time_constant=200,load=10", "--condition", "sampled", *SMALL]
         argv += ["--also", "random"]
         assert main([*argv, "--out", str(out)]) == 0
     finally:
@@ -62,10 +62,11 @@ def test_compare_writes_the_answer_with_its_figures(compared):
     assert "| nominal | TankPID |" in answer and "| sampled | robust |" in answer and "| nominal | random |" in answer
     assert summary["conditions"]["slow-load"]["condition"] == {
         "gain": 40.0,
-        "time_constant": 150.0,
+        "time_constant": 200.0,
         "dead_time": 4,
         "load": 10.0,
-    }  # a case of one's own starts from the nominal one
+    }  # a case of one's own starts from the nominal one; beyond a declared range it is played, and flagged
+    assert "| slow-load (time_constant: outside the declared range) | TankPID |" in answer
 
 
 def test_each_cell_is_what_eval_plays_and_its_ratios_are_paired(compared, capsys):

@@ -68,8 +68,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     )
     out = Path(args.out or f"runs/compare-{env_cfg.id.replace(':', '-').replace('/', '-')}")
     summary = compare(plan, declared, out)
-    outside = {label: declared.outside(plan.conditions[label]) for label in summary["conditions"]}
-    print(answer_table(summary, outside))
+    print(answer_table(summary))
     edges = [f"{name}: {', '.join(ref['edge'])}" for name, ref in summary["references"].items() if ref["edge"]]
     if edges:
         print(f"on the search's edge (widen --param): {'; '.join(edges)}")

@@ -99,14 +99,15 @@ def _ratio(cell: dict, key: str) -> str:
     return f"{ratio:.2f} [{low:.2f}, {high:.2f}]" if math.isfinite(low) else f"{ratio:.2f}"
 
 
-def answer_table(summary: dict, outside: dict[str, list[str]]) -> str:
-    """The answer as a Markdown table: a line per condition and row."""
+def answer_table(summary: dict) -> str:
+    """The answer as a Markdown table: a line per condition and row (a condition with a value beyond its declared
+    range flagged)."""
     lines = [
         "| condition | row | error | effort | vs oracle | vs robust | effort vs oracle | verdict |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, data in summary["conditions"].items():
-        flag = f" ({', '.join(outside[label])}: {OUTSIDE})" if outside.get(label) else ""
+        flag = f" ({', '.join(data['outside'])}: {OUTSIDE})" if data.get("outside") else ""
         for row, cell in data["cells"].items():
             effort_ratio = f"{cell['effort_to_oracle']:.2f}" if "effort_to_oracle" in cell else "-"
             lines.append(
@@ -133,7 +134,8 @@ def write_report(plan, declared, summary: dict, table: dict, out: Path) -> None:
     from rlpilot.files import dumps
     from rlpilot.runs import atomic_write
 
-    outside = {label: declared.outside(plan.conditions[label]) for label in summary["conditions"]}
+    for label, data in summary["conditions"].items():
+        data["outside"] = declared.outside(plan.conditions[label])
     figures = [ratio_chart(summary, out / "ratios.png", plan.bar)]
     if declared.trace:
         figures += [
@@ -149,7 +151,7 @@ def write_report(plan, declared, summary: dict, table: dict, out: Path) -> None:
         f"(interval under 1) and its effort within {plan.effort_bar:g}x the oracle's"
         + (f"; `{SAMPLED}` draws each condition from its declared ranges (no oracle)." if SAMPLED in table else "."),
         "",
-        answer_table(summary, outside),
+        answer_table(summary),
         "",
         "References:",
         "",
