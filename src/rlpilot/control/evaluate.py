@@ -90,7 +90,8 @@ def evaluate(
     n = vector_env.num_envs
     env_id = getattr(env.base_env, "env_id", None) or _env_id(vector_env) or "the env"
     measures = {**declared_measures(vector_env, env_id), **FINAL_STATE_MEASURES.get(_env_id(vector_env), {})}
-    columns: dict[str, list[np.ndarray]] = {"return": [], "length": [], "effort": [], "smoothness": []}
+    # the action's own columns apart from the env's measures (an env may declare an ``effort`` of its own)
+    columns: dict[str, list[np.ndarray]] = {"return": [], "length": [], "action effort": [], "action smoothness": []}
     columns.update({name: [] for name in measures})
     seen: set = set()
     traced: dict[str, list[float]] = {}
@@ -136,8 +137,8 @@ def evaluate(
                 observation = read(raw, reset=done)
         columns["return"].append(episode_return)
         columns["length"].append(episode_length)
-        columns["effort"].append(effort / episode_length)
-        columns["smoothness"].append(smoothness / np.maximum(episode_length - 1, 1))
+        columns["action effort"].append(effort / episode_length)
+        columns["action smoothness"].append(smoothness / np.maximum(episode_length - 1, 1))
         for name in measures:
             columns[name].append(final[name])
     per_episode = {name: np.concatenate(values)[:episodes] for name, values in columns.items()}
@@ -145,8 +146,8 @@ def evaluate(
         per_episode["return"],
         per_episode["length"],
         len(seen),
-        action_effort=per_episode["effort"] if continuous else None,
-        action_smoothness=per_episode["smoothness"] if continuous else None,
+        action_effort=per_episode["action effort"] if continuous else None,
+        action_smoothness=per_episode["action smoothness"] if continuous else None,
         final={name: per_episode[name] for name in measures},
         trace={name: np.stack(values) for name, values in traced.items()},
     )
