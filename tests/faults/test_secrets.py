@@ -131,7 +131,8 @@ def test_user_info_of_any_address_is_hidden(user, password, scheme):
 
 def test_config_and_run_files_hide_secrets(tmp_path, monkeypatch):
     """A secret in a ``--set`` (a URL's password, an encoded secret-named parameter, a ``password:`` key) is in
-    neither ``config.yaml`` nor ``meta.json``'s command and origin nor ``events.jsonl``; the rest of the config stays."""
+    neither ``config.yaml`` nor ``meta.json``'s command and origin nor ``events.jsonl``; the rest of the config
+    stays."""
     kwargs = (
         "env.kwargs={db: 'postgresql://u:Zq8hunter2@h:5432/db', api: 'https://a.example/?to%6Ben=Zq8hunter3', "
         "password: Zq8hunter4}"
