@@ -114,8 +114,10 @@ def _check_group(env_cfg, args: argparse.Namespace) -> int:
 
 
 def _train_config(args: argparse.Namespace):
+    """The config ``rlpilot train`` was asked for, and how it was asked (:func:`rlpilot.runs.train_origin`)."""
     from rlpilot.config.load import load_config
     from rlpilot.registry import ALGORITHMS, is_config_file
+    from rlpilot.runs import train_origin
 
     overrides = list(args.set)
     if args.seed is not None:
@@ -131,7 +133,7 @@ def _train_config(args: argparse.Namespace):
             raise UserError(f"--config {args.config}: no such .yaml file")
         config = load_config(config_file=args.config, overrides=overrides)
         print(f"config file: {args.config}", file=sys.stderr)  # after loading: a bad file is one line
-        return config
+        return config, train_origin(config_file=args.config, overrides=overrides)
     if args.target in ALGORITHMS and ALGORITHMS[args.target].kind == "llm":
         raise UserError(
             f"{args.target} fine-tunes a language model, not an env: start from a preset: rlpilot train grpo-reverse"
@@ -141,14 +143,15 @@ def _train_config(args: argparse.Namespace):
             raise UserError(
                 f"'{args.target} {args.env}': the first word must be an algorithm ({', '.join(ALGORITHMS)})"
             )
-        return load_config(algo=args.target, env_id=args.env, overrides=overrides)
+        config = load_config(algo=args.target, env_id=args.env, overrides=overrides)
+        return config, train_origin(algo=args.target, env=args.env, overrides=overrides)
     if args.target in ALGORITHMS:
         raise UserError(f"'rlpilot train {args.target}' needs an env too, e.g. rlpilot train {args.target} CartPole-v1")
-    return load_config(args.target, overrides=overrides)
+    return load_config(args.target, overrides=overrides), train_origin(preset=args.target, overrides=overrides)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    config = None
+    config = origin = None
     if args.resume:
         if args.target or args.seed is not None or args.device or args.run_dir or args.config:
             raise UserError(
@@ -158,7 +161,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     else:
         if not args.target and not args.config:
             raise UserError("rlpilot train needs a preset (rlpilot presets), ALGO ENV, --config FILE or --resume RUN")
-        config = _train_config(args)
+        config, origin = _train_config(args)
         if config.kind == "control":
             from rlpilot.registry import resolve_env
 
@@ -189,6 +192,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             show_progress=not args.quiet,
             verbose=args.verbose,
             ray=args.ray,
+            origin=origin,
         )
     meta = run.meta()
     evaluation = "-" if run.last_eval is None else f"{run.last_eval:.1f}"

@@ -32,7 +32,7 @@ from rlpilot.config.load import from_dict, load_config
 from rlpilot.config.schema import Config
 from rlpilot.errors import UserError
 from rlpilot.files import append_line, atomic_write, dumps, read_data, read_json, refuse_links
-from rlpilot.redact import redact_command
+from rlpilot.redact import redact_command, redact_data
 
 LOCK_FILE = ".lock"
 CHECKPOINT_FORMAT = 2
@@ -93,6 +93,23 @@ def git_revision() -> str | None:
 
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text.split(":")[-1]).strip("-").lower()
+
+
+def train_origin(
+    *,
+    preset: str | None = None,
+    algo: str | None = None,
+    env: str | None = None,
+    config_file: str | None = None,
+    overrides: list[str] = (),
+) -> dict:
+    """How a run was asked for, as ``rlpilot train`` takes it: a preset, ``ALGO ENV`` or ``--config FILE`` (the
+    path as given), then the ``--set`` overrides in order (``--seed``, ``--device`` and ``--frames`` as theirs).
+    Recorded in ``meta.json`` as ``origin``; :meth:`rlpilot.doctor.view.RunView.cmd` rebuilds the command from it."""
+    start = (
+        {"config_file": config_file} if config_file else {"preset": preset} if preset else {"algo": algo, "env": env}
+    )
+    return {**start, "overrides": list(overrides)}
 
 
 class MetricsWriter:
@@ -220,8 +237,13 @@ class Run:
 
     # -- writing -----------------------------------------------------------------------------
     @classmethod
-    def create(cls, config: Config, *, root: str | Path = "runs", path: str | Path | None = None) -> Run:
-        """A new run directory, locked for this process (see :meth:`lock`) until :meth:`unlock`."""
+    def create(
+        cls, config: Config, *, root: str | Path = "runs", path: str | Path | None = None, origin: dict | None = None
+    ) -> Run:
+        """A new run directory, locked for this process (see :meth:`lock`) until :meth:`unlock`. ``origin``: how the
+        run was asked for (:func:`train_origin`), kept in ``meta.json`` so a command that retrains it (doctor's
+        fixes) starts it the same way: ``meta["command"]`` is the process's command line, which for a tune or
+        sweep member is the tune's."""
         if path is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             name = f"{config.algo}-{slug(config.subject)}-s{config.train.seed}-{stamp}"
@@ -258,6 +280,7 @@ class Run:
                 {
                     "status": "running",
                     "command": redact_command(sys.argv),
+                    **({"origin": redact_data(origin)} if origin else {}),
                     "versions": versions(),
                     "git_revision": git_revision(),
                     "seed": config.train.seed,

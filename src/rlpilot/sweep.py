@@ -34,7 +34,7 @@ from rlpilot.cluster import ray_session
 from rlpilot.config.load import load_config
 from rlpilot.errors import UserError
 from rlpilot.files import dumps
-from rlpilot.runs import Run, atomic_write, load_run, slug, try_lock
+from rlpilot.runs import Run, atomic_write, load_run, slug, train_origin, try_lock
 from rlpilot.stats import BOOTSTRAP_SAMPLES, bootstrap, iqm
 
 
@@ -94,7 +94,8 @@ def run_member(preset: str, overrides: list[str], seed: int, path: Path):
     from rlpilot.loop.trainer import resume, train
 
     path = Path(path)
-    config = load_config(preset, overrides=[*overrides, f"train.seed={seed}"])
+    settings = [*overrides, f"train.seed={seed}"]
+    config = load_config(preset, overrides=settings)
     if path.is_dir() and any(path.iterdir()):
         member = Run(path)
         member.lock()  # another writer: one line, and nothing of its is touched
@@ -111,7 +112,7 @@ def run_member(preset: str, overrides: list[str], seed: int, path: Path):
             member.unlock()
         if path.exists():
             return resume(path, show_progress=False)
-    return train(config, run_dir=str(path), show_progress=False)
+    return train(config, run_dir=str(path), show_progress=False, origin=train_origin(preset=preset, overrides=settings))
 
 
 def _check_settings(path: Path, config) -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from rlpilot.cli import main
 from rlpilot.config import load_config
 from rlpilot.redact import redact, redact_argv, redact_command, redact_url
-from rlpilot.runs import Run
+from rlpilot.runs import Run, train_origin
 
 PASSWORD = st.text(st.characters(codec="ascii", exclude_characters="\x00"), min_size=8, max_size=24).filter(
     lambda p: p.strip() == p and not p.isspace()
@@ -131,13 +131,15 @@ def test_user_info_of_any_address_is_hidden(user, password, scheme):
 
 def test_config_and_run_files_hide_secrets(tmp_path, monkeypatch):
     """A secret in a ``--set`` (a URL's password, an encoded secret-named parameter, a ``password:`` key) is in
-    neither ``config.yaml`` nor ``meta.json``'s command nor ``events.jsonl``; the rest of the config stays."""
+    neither ``config.yaml`` nor ``meta.json``'s command and origin nor ``events.jsonl``; the rest of the config
+    stays."""
     kwargs = (
         "env.kwargs={db: 'postgresql://u:Zq8hunter2@h:5432/db', api: 'https://a.example/?to%6Ben=Zq8hunter3', "
         "password: Zq8hunter4}"
     )
     monkeypatch.setattr(sys, "argv", ["rlpilot", "train", "ppo-cartpole", "--set", kwargs])
-    run = Run.create(load_config("ppo-cartpole", overrides=[kwargs]), path=tmp_path / "run")
+    origin = train_origin(preset="ppo-cartpole", overrides=[kwargs])
+    run = Run.create(load_config("ppo-cartpole", overrides=[kwargs]), path=tmp_path / "run", origin=origin)
     run.event("started", note="from postgresql://u:Zq8hunter2@h:5432/db")
     run.unlock()
     stored = {path.name: path.read_text() for path in (tmp_path / "run").iterdir() if path.is_file()}

@@ -102,3 +102,22 @@ def test_json_schema_and_cli(tmp_path):
         [sys.executable, "-m", "rlpilot.cli", "doctor", str(run.path)], capture_output=True, text=True
     )
     assert "[error] the replay buffer is smaller than a batch" in text.stdout and "fix:" in text.stdout
+
+
+def test_fix_of_a_config_file_run_keeps_the_config_file(tmp_path, capsys):
+    """A run trained from ``--config FILE`` gets fixes that train that file again, with its ``--set`` overrides
+    (issue 56: the fix dropped ``--config`` and would have trained plain DQN)."""
+    from rlpilot.cli import main
+
+    config = load_config("dqn-cartpole", overrides=["dqn.buffer_size=32"])
+    config.preset = None  # a user's own file: nothing but the file says what it trains
+    path = tmp_path / "mine.yaml"
+    path.write_text(config.to_yaml())
+    run_dir = tmp_path / "run"
+    args = ["train", "--config", str(path), "--frames", "2048", "--set", "train.seed=1", "--run-dir", str(run_dir)]
+    assert main([*args, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["doctor", str(run_dir)]) == 1
+    fix = next(line for line in capsys.readouterr().out.splitlines() if "dqn.buffer_size=100000" in line)
+    expected = f"rlpilot train --config {path} --set train.seed=1 --set train.total_frames=2048"
+    assert expected in fix and fix.endswith("--set dqn.buffer_size=100000")

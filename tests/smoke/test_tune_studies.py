@@ -223,3 +223,36 @@ def test_workers_as_ray_tasks_on_a_local_cluster(tmp_path, loopback_ray):
     assert 3 <= len(done) <= 4 and len({t.user_attrs["run_key"] for t in done}) == len(done)
     assert len({t.user_attrs["pid"] for t in done}) == 2  # two Ray worker processes ran trials
     assert len(result["rows"]) == len(done)
+
+
+def test_closing_check_is_paired_on_the_same_seeds_and_written_to_summary(tmp_path):
+    """Both configurations train on the same check seeds; the check reports best - start seed by seed, its mean
+    with the paired bootstrap interval and a verdict, in the result and in ``summary.md`` (issue 56)."""
+    from rlpilot.stats import paired_difference
+    from rlpilot.tune import TuneSpec, parse_space, run_score, tune
+
+    budget = [a if a != "train.total_frames=8192" else "train.total_frames=4096" for a in QUICK if a != "--set"]
+    spec = TuneSpec(
+        preset="ppo-cartpole",
+        space=parse_space("ppo-cartpole", ["ppo.lr=1e-4:3e-3:log"], None),
+        overrides=budget,
+        seeds_per_trial=1,
+        objective="return",
+    )
+    out = tmp_path / "study"
+    check = tune(spec, trials=1, out=out, check_seeds=3, check_seed_start=1000)["check"]
+    seeds = [1000, 1001, 1002]
+    runs = {arm: [load_run(out / "check" / arm / f"s{seed}") for seed in seeds] for arm in ("start", "best")}
+    for arm in runs:  # the same seeds for both: the pairs are the seeds
+        assert [run.config().train.seed for run in runs[arm]] == seeds
+    scores = {arm: [run_score(run, "return") for run in runs[arm]] for arm in runs}
+    paired = check["difference"]
+    assert paired["differences"] == pytest.approx([b - s for b, s in zip(scores["best"], scores["start"])])
+    mean, low, high = paired_difference(scores["best"], scores["start"])
+    assert paired["mean"] == pytest.approx(mean) and paired["interval"] == pytest.approx([low, high])
+    helped, none = low > 0, low <= 0 <= high
+    assert paired["verdict"].startswith("tuning helped" if helped else "no significant" if none else "tuning hurt")
+    summary = (out / "summary.md").read_text()
+    assert "## Check: best against start on the same fresh seeds" in summary and paired["verdict"] in summary
+    assert "| check seed | start: return | best: return | best - start |" in summary
+    assert summary.count("| 100") == 3 and "Best configuration: `" in summary

@@ -326,7 +326,16 @@ def test_tune_searches_the_users_controller_gains_and_checks_them_on_fresh_episo
     assert set(best) == {"kp", "ki"} and best["ki"] == 0.0 and 0.3 <= best["kp"] <= 30
     # the tuning score is the controller's mean return on episodes 0-3, played by hand here
     assert result["tuning"]["mean_return"] == pytest.approx(hand_played_returns(AxisPID(**best), 4, 0).mean(), abs=1e-3)
-    assert "check (4 fresh episodes from 1000)" in text and "commissioned" in text
+    assert "check (4 fresh episodes from 1000, the same for both)" in text and "commissioned" in text
+    # the check is paired: the two controllers on the same episodes, the mean difference and a verdict
+    check = result["check"]
+    assert len(check["differences"]) == 4 and check["mean"] == pytest.approx(
+        result["check_tuned"]["mean_return"] - result["check_commissioned"]["mean_return"]
+    )
+    assert check["verdict"].startswith(("tuning helped", "tuning hurt", "no significant difference"))
+    assert check["verdict"] in text
+    summary = (out / "summary.md").read_text()
+    assert "tuned - commissioned, per episode" in summary and check["verdict"] in summary and "best.yaml" in summary
     config = __import__("yaml").safe_load((out / "best.yaml").read_text())
     assert config["env"] == {"base_controller": PID, "base_controller_kwargs": best}
     code, again, _ = rlpilot(capsys, *args)  # the same command continues the study: nothing left to run

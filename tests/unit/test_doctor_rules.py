@@ -516,6 +516,57 @@ def test_fix_names_the_change(case, text, tmp_path):
     assert text in found[CASES[case].rule].fix
 
 
+# -- fixes that retrain the run as it was started (meta.json's origin) ---------------------------------------
+TRAINED_WITH = ["ppo.lr=0.001", "env.reward_scale=0", "train.seed=3"]
+"""The run's own overrides: ``env.reward_scale=0`` is the one rewards_zero's fix changes."""
+ORIGINS = {
+    "config file": (
+        {"config_file": "my tank.yaml", "overrides": TRAINED_WITH},
+        "rlpilot train --config 'my tank.yaml' --set ppo.lr=0.001 --set train.seed=3 --set env.reward_scale=1.0",
+    ),
+    "preset": (
+        {"preset": "ppo-cartpole", "overrides": TRAINED_WITH},
+        "rlpilot train ppo-cartpole --set ppo.lr=0.001 --set train.seed=3 --set env.reward_scale=1.0",
+    ),
+    "algorithm and env": (
+        {"algo": "ppo", "env": "CartPole-v1", "overrides": []},
+        "rlpilot train ppo CartPole-v1 --set env.reward_scale=1.0",
+    ),
+    "none recorded (an older run)": (None, "rlpilot train ppo CartPole-v1 --set env.reward_scale=1.0"),
+}
+
+
+@pytest.mark.parametrize("origin", list(ORIGINS))
+def test_fix_retrains_the_run_as_it_was_started(origin, tmp_path):
+    """The fix keeps how the run was started (a ``--config FILE`` run retrained as plain PPO was issue 56's
+    complaint) and its own ``--set`` overrides, less the one the fix changes, the fix's last."""
+    recorded, command = ORIGINS[origin]
+    spec = {**CASES["rewards_zero"].broken, "meta": {"origin": recorded} if recorded else {}}
+    assert findings_of(tmp_path, spec)["rewards_zero"].fix == command
+
+
+def test_preset_run_without_origin_keeps_its_preset(tmp_path):
+    cfg = config(env={"reward_scale": 0.0})
+    cfg.preset = "ppo-cartpole"
+    spec = {**CASES["rewards_zero"].broken, "cfg": cfg}
+    assert findings_of(tmp_path, spec)["rewards_zero"].fix == "rlpilot train ppo-cartpole --set env.reward_scale=1.0"
+
+
+@pytest.mark.parametrize(
+    "origin, fix",
+    [
+        ({"preset": "ippo-spread", "overrides": ["ppo.lr=0.001"]}, "rlpilot train mappo-spread --set ppo.lr=0.001"),
+        (
+            {"config_file": "spread.yaml", "overrides": []},
+            "set algo: mappo in spread.yaml, then rlpilot train --config",
+        ),
+    ],
+)
+def test_critic_blind_fix_switches_to_mappo_the_way_the_run_was_started(origin, fix, tmp_path):
+    spec = {**CASES["critic_blind"].broken, "meta": {"origin": origin}}
+    assert findings_of(tmp_path, spec)["critic_blind"].fix.startswith(fix)
+
+
 LLM_CASES = [name for name, case in CASES.items() if "cfg" in case.broken and case.broken["cfg"].algo == "grpo"]
 
 

@@ -61,7 +61,12 @@ def rule_critic_blind(v: RunView) -> list[Finding]:
     late = float(np.mean(tail(ev)))
     if late >= BLIND_EV:
         return []
-    target = v.config.preset.replace("ippo", "mappo", 1) if v.config.preset else f"mappo {v.config.env.id}"
+    if v.origin.get("config_file"):  # a config file names its algorithm: the file is what changes
+        fix = f"set algo: mappo in {v.origin['config_file']}, then {v.cmd()}"
+    else:
+        fix = v.cmd(
+            target=v.target.replace("ippo", "mappo", 1) if v.origin.get("preset") else f"mappo {v.config.env.id}"
+        )
     return [
         Finding(
             rule="critic_blind",
@@ -70,7 +75,7 @@ def rule_critic_blind(v: RunView) -> list[Finding]:
             evidence={"explained_variance_last_quarter": round(late, 3), "algo": "ippo"},
             cause="each agent's return depends on the other agents (shared reward terms, collisions); an IPPO "
             "critic sees only its own agent's observation",
-            fix=f"rlpilot train {target} (a centralised critic sees every agent's observation)",
+            fix=f"{fix}  (a centralised critic sees every agent's observation)",
         )
     ]
 

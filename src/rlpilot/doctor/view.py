@@ -6,6 +6,7 @@ imported), and nothing imports torch; a rule that needs the checkpoint loads it 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 
 import numpy as np
@@ -72,11 +73,33 @@ class RunView:
         """PPO's update (ppo, mappo, ippo): the PPO rules apply."""
         return self.settings == "ppo"
 
-    def cmd(self, *overrides: str) -> str:
-        """The ``rlpilot train`` command that reruns this run with ``overrides`` (``key=value``)."""
-        target = self.config.preset or f"{self.config.algo} {self.config.env.id}"
-        sets = " ".join(f"--set {override}" for override in overrides)
-        return f"rlpilot train {target} {sets}".strip()
+    @property
+    def origin(self) -> dict:
+        """How the run was asked for (``meta.json``'s ``origin``, :func:`rlpilot.runs.train_origin`). A run from
+        before it was recorded: its config's preset, else its algorithm and env, with no overrides."""
+        origin = self.meta.get("origin")
+        if isinstance(origin, dict) and (origin.get("config_file") or origin.get("preset") or origin.get("algo")):
+            return origin
+        if self.config.preset:
+            return {"preset": self.config.preset, "overrides": []}
+        return {"algo": self.config.algo, "env": self.config.env.id, "overrides": []}
+
+    @property
+    def target(self) -> str:
+        """What ``rlpilot train`` was given: ``--config FILE``, the preset, or ``ALGO ENV``."""
+        origin = self.origin
+        if origin.get("config_file"):
+            return f"--config {shlex.quote(str(origin['config_file']))}"
+        return str(origin.get("preset") or f"{origin['algo']} {origin.get('env') or self.config.env.id}")
+
+    def cmd(self, *overrides: str, target: str | None = None) -> str:
+        """The ``rlpilot train`` command that retrains this run as it was started (its preset, ALGO ENV or
+        ``--config FILE``, then its own ``--set`` overrides) with ``overrides`` (``key=value``) applied last; an
+        override of the run's that ``overrides`` changes is left out. ``target``: another preset or ALGO ENV."""
+        changed = {override.partition("=")[0].strip() for override in overrides}
+        kept = [o for o in self.origin.get("overrides") or [] if str(o).partition("=")[0].strip() not in changed]
+        sets = " ".join(f"--set {shlex.quote(str(override))}" for override in (*kept, *overrides))
+        return f"rlpilot train {target or self.target} {sets}".strip()
 
     def cmd_lower_lr(self) -> str:
         """The rerun command with the algorithm's learning rate divided by 10."""

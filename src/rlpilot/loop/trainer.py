@@ -34,16 +34,18 @@ def train(
     show_progress: bool = True,
     verbose: bool = False,
     ray: str | None = None,
+    origin: dict | None = None,
 ) -> Run:
     """Trains ``config`` in a new run directory; the returned :class:`Run` says how it ended. ``ray``: a Ray
-    cluster address or ``local``, where ``collect.workers`` actors collect (docs/distributed.md)."""
+    cluster address or ``local``, where ``collect.workers`` actors collect (docs/distributed.md). ``origin``: how
+    the run was asked for (:func:`rlpilot.runs.train_origin`), recorded in ``meta.json``."""
     config.validate()
     _check_remote(config, ray)
     lifecycle.check_memory(config)  # envs, buffers and networks that cannot fit: refused before anything is allocated
     stopping.clear()
     # signals handled before the run directory exists: one during start-up stops it at once (nothing kept)
     with stopping.stop_on_signals(immediate=True):
-        run = Run.create(config, root=run_root, path=run_dir)  # holds the run's lock until the end
+        run = Run.create(config, root=run_root, path=run_dir, origin=origin)  # holds the run's lock until the end
         try:
             return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose, ray=ray)
         except BaseException:

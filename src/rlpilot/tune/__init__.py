@@ -6,9 +6,10 @@ trained on K seeds through the normal training path: one ordinary run directory 
 
 - **Objective**: frames to solved (unsolved seeds score the whole budget), wall seconds to solved, or the
   final greedy return; aggregated over the trial's seeds by IQM (default), median or mean.
-- **Seeds**: trials train on the tuning seeds (``--seed-start``, default 0 .. K-1); the closing check runs
-  the best configuration and the starting one on other seeds (``--check-seed-start``, default 1000), paired
-  per seed, and reports each with a 95% bootstrap interval.
+- **Seeds**: trials train on the tuning seeds (``--seed-start``, default 0 .. K-1); the closing check trains
+  the best configuration and the starting one on the same other seeds (``--check-seed-start``, default 1000)
+  and reports the difference best - start seed by seed, its mean with a 95% paired bootstrap interval, and a
+  verdict: tuning helped (or hurt) when that interval excludes 0.
 - **Pruning**: after each seed, the trial reports its aggregate so far (step = seeds done); Optuna's
   ``PercentilePruner`` stops the trial when that is worse than three quarters of the trials that reached
   the same step on the same seeds (from the 5th trial on).
@@ -42,7 +43,7 @@ from rlpilot.runs import load_run, try_lock
 from rlpilot.stats import bootstrap
 from rlpilot.sweep import run_in_processes, run_member
 from rlpilot.tune.controller import controller_space, tune_controller
-from rlpilot.tune.report import interval, summarize, trial_rows
+from rlpilot.tune.report import OBJECTIVE_NAMES, interval, paired_check, summarize, trial_rows
 from rlpilot.tune.space import AGGREGATES, OBJECTIVES, Param, TuneSpec, parse_param, parse_space
 from rlpilot.tune.study import (
     MlflowTrials,
@@ -171,7 +172,9 @@ def run_workers(study: Study, trials: int, *, workers: int, ray: str | None, mlf
 
 
 def check(study: Study, params: dict, seeds: list[int], *, workers: int) -> dict:
-    """The best configuration and the starting one on ``seeds`` (none of them a tuning seed), paired per seed."""
+    """The best configuration and the starting one trained on the same ``seeds`` (none of them a tuning seed),
+    compared seed by seed (:func:`rlpilot.tune.report.paired_check`): each arm's scores and aggregate, and the
+    paired difference best - start with its interval and verdict."""
     arms = {"start": list(study.spec.overrides), "best": trial_overrides(study, params)}
     jobs = [(arm, seed) for seed in seeds for arm in arms]
 
@@ -196,6 +199,12 @@ def check(study: Study, params: dict, seeds: list[int], *, workers: int) -> dict
             "interval": interval(values, aggregate),
             "solved": sum(r.solved_at_frames is not None for r in runs[arm]),
         }
+    result["difference"] = paired_check(
+        scores["best"],
+        scores["start"],
+        maximize=study.spec.direction == "maximize",
+        what=f"best - start, {OBJECTIVE_NAMES[study.spec.objective]} per seed",
+    )
     if study.spec.objective != "return":  # start / best per seed: > 1 means the best configuration is faster
         ratios = np.array(scores["start"]) / np.maximum(np.array(scores["best"]), 1e-9)
         result["ratio_median"] = float(np.median(ratios))

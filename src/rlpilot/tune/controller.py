@@ -1,6 +1,7 @@
 """Classical tuning of a controller's gains: ``rlpilot tune ENV --controller package.module:Class --param ...``:
 each trial plays the controller built with the sampled constructor arguments on the tuning episodes; the best is
-checked on fresh ones and written as ``best.yaml`` (``env.base_controller`` and its kwargs)."""
+checked against the commissioned arguments on the same fresh episodes (paired, with a verdict) and written as
+``best.yaml`` (``env.base_controller`` and its kwargs), with ``summary.md``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from rlpilot.files import dumps
 from rlpilot.redact import redact
 from rlpilot.runs import atomic_write
 from rlpilot.stats import bootstrap
-from rlpilot.tune.report import params_text
+from rlpilot.tune.report import controller_summary, paired_check, params_text
 from rlpilot.tune.space import Param, once_each, parse_range
 from rlpilot.tune.study import nothing_left_on_error, open_storage, quiet_optuna, study_address
 
@@ -69,9 +70,10 @@ def tune_controller(
 ) -> dict:
     """The controller's constructor arguments searched with Optuna (TPE) on ``env_cfg``: each trial is the mean
     return of ``episodes`` episodes from ``seed_start`` (the tuning episodes); the best is then played, with the
-    commissioned arguments (``fixed``), on ``check_episodes`` fresh ones from ``check_seed_start`` (intervals:
-    bootstrap over episodes). Writes ``OUT/best.yaml`` (``env.base_controller`` and its kwargs: what train and
-    eval build it from) and ``OUT/tune.json``; the same command again continues the study."""
+    commissioned arguments (``fixed``), on the same ``check_episodes`` fresh ones from ``check_seed_start``, and
+    compared episode by episode (:func:`rlpilot.tune.report.paired_check`: the mean difference, its paired bootstrap
+    interval, the verdict). Writes ``OUT/best.yaml`` (``env.base_controller`` and its kwargs: what train and eval
+    build it from), ``OUT/tune.json`` and ``OUT/summary.md``; the same command again continues the study."""
     import optuna
 
     from rlpilot.control.evaluate import evaluate
@@ -133,18 +135,25 @@ def tune_controller(
               "tuning": {"episodes": episodes, "seed_start": seed_start, "mean_return": study.best_value}}  # fmt: skip
     lines = [f"best of {len(study.trials)} trials on episodes {seed_start}-{seed_start + episodes - 1}: "
              f"{params_text(best)}  mean return {study.best_value:.4g}"]  # fmt: skip
-    if check_episodes:
-        for name, kwargs in (("tuned", best), ("commissioned", {})):
-            values = returns(kwargs, check_episodes, check_seed_start)
+    if check_episodes:  # both on the same episodes (evaluate seeds episode i with check_seed_start + i): paired
+        arms = {"tuned": best, "commissioned": {}}  # commissioned: --controller-kwargs, the constructor's defaults
+        played = {name: returns(kwargs, check_episodes, check_seed_start) for name, kwargs in arms.items()}
+        for name, values in played.items():
             low, high = bootstrap(values, np.mean)
             result[f"check_{name}"] = {"mean_return": float(values.mean()), "interval": [low, high]}
-            lines.append(f"check ({check_episodes} fresh episodes from {check_seed_start}): {name:<12} mean return "
-                         f"{values.mean():.4g} [{low:.4g}, {high:.4g}]")  # fmt: skip
+        what = "tuned - commissioned, return per episode"
+        paired = paired_check(played["tuned"], played["commissioned"], maximize=True, what=what)
+        result["check"] = {"episodes": check_episodes, "seed_start": check_seed_start, "commissioned": fixed, **paired}
+        lines += [f"check ({check_episodes} fresh episodes from {check_seed_start}, the same for both): mean return "
+                  f"tuned {played['tuned'].mean():.4g}, commissioned {played['commissioned'].mean():.4g}",
+                  paired["verdict"]]  # fmt: skip
     best_yaml = yaml.safe_dump({"env": {"base_controller": controller, "base_controller_kwargs": result["best"]}})
     atomic_write(out / "best.yaml", f"# rlpilot tune --controller {controller} on {plain.id}\n{best_yaml}")
     atomic_write(out / "tune.json", dumps(result, indent=2) + "\n")
+    atomic_write(out / "summary.md", redact(controller_summary(result, space, study, out / "best.yaml")))
     lines.append(
         f"best: {out / 'best.yaml'} (train with it: --set env.base_controller_kwargs=...; eval: --controller-kwargs)"
     )
+    lines.append(f"summary: {out / 'summary.md'}")
     result["text"] = redact("\n".join(lines))  # printed; the arguments a search starts from may hold a secret
     return result

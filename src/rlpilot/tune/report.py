@@ -1,8 +1,10 @@
 """What a study of ``rlpilot tune`` reports: its trials best first with bootstrap intervals, parameter
-importances, the history figure, ``best.yaml``, and the closing check's table."""
+importances, the history figure, ``best.yaml``, and the closing check: the tuned and the starting configuration
+on the same check seeds (or episodes), compared pair by pair, with a verdict."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -12,14 +14,49 @@ from rlpilot.config.load import load_config
 from rlpilot.files import dumps
 from rlpilot.redact import redact
 from rlpilot.runs import atomic_write
-from rlpilot.stats import BOOTSTRAP_SAMPLES, bootstrap
-from rlpilot.tune.space import AGGREGATES
+from rlpilot.stats import BOOTSTRAP_SAMPLES, bootstrap, paired_difference
+from rlpilot.tune.space import AGGREGATES, Param
 from rlpilot.tune.study import Study, fmt, trial_overrides
+
+OBJECTIVE_NAMES = {"frames": "frames to solved", "time": "wall s to solved", "return": "final greedy return"}
+"""Each ``--objective`` as the tables name it."""
 
 
 def interval(values: list[float], aggregate: str) -> tuple[float, float]:
     """95% bootstrap interval of the aggregate over seeds (NaN for fewer than two)."""
     return bootstrap(np.array(values, dtype=float), AGGREGATES[aggregate])
+
+
+def paired_check(tuned: list[float], start: list[float], *, maximize: bool, what: str) -> dict:
+    """The closing check's comparison of the tuned configuration with the starting one, played on the same check
+    seeds (or episodes): ``tuned - start`` pair by pair, its mean with a 95% paired bootstrap interval
+    (:func:`rlpilot.stats.paired_difference`), and the verdict. Two intervals, one an arm, overlap whenever the
+    seeds differ more than the arms do; the interval of the differences says whether tuning helped. ``what``:
+    the difference's name in the verdict (``best - start, frames to solved``)."""
+    tuned_values, start_values = np.asarray(tuned, dtype=float), np.asarray(start, dtype=float)
+    mean, low, high = paired_difference(tuned_values, start_values)
+    return {
+        "differences": (tuned_values - start_values).tolist(),
+        "mean": mean,
+        "interval": [low, high],
+        "verdict": verdict(mean, low, high, maximize=maximize, what=what),
+    }
+
+
+def verdict(mean: float, low: float, high: float, *, maximize: bool, what: str) -> str:
+    """One line: tuning helped (or hurt) when the paired interval excludes 0, else no significant difference."""
+    if math.isnan(low):
+        return f"no verdict: a paired interval needs two check pairs at least ({what}: {signed(mean)})"
+    stated = f"{what}: {signed(mean)} [{signed(low)}, {signed(high)}]"
+    if low > 0 or high < 0:
+        helped = (low > 0) == maximize
+        return f"tuning {'helped' if helped else 'hurt'}: the 95% paired interval excludes 0 ({stated})"
+    return f"no significant difference: the 95% paired interval includes 0 ({stated})"
+
+
+def signed(value: float) -> str:
+    """``fmt`` with its sign: a difference reads as one."""
+    return fmt(value) if math.isnan(value) or value <= 0 else "+" + fmt(value)
 
 
 def trial_rows(study: Study, optuna_study) -> list[dict]:
@@ -50,7 +87,7 @@ def params_text(params: dict) -> str:
 
 def study_table(study: Study, rows: list[dict], *, top: int = 10) -> str:
     spec = study.spec
-    what = {"frames": "frames to solved", "time": "wall s to solved", "return": "final greedy return"}[spec.objective]
+    what = OBJECTIVE_NAMES[spec.objective]
     lines = [
         f"| trial | state | parameters | {spec.aggregate} {what} [95% CI] | per seed |",
         "|---|---|---|---|---|",
@@ -142,28 +179,90 @@ def write_best(study: Study, params: dict) -> tuple[Path, str]:
 
 
 def check_table(study: Study, result: dict) -> str:
+    """The closing check seed by seed: each configuration's score and their difference, the mean difference with
+    its paired interval, the ratio (frames and time), and the verdict."""
     spec = study.spec
-    seeds = result["seeds"]
+    seeds, arms, paired = result["seeds"], result["arms"], result["difference"]
     lines = [
-        f"| configuration | solved | {spec.aggregate} of {spec.objective} [95% CI] | per seed |",
+        f"| check seed | start: {spec.objective} | best: {spec.objective} | best - start |",
         "|---|---|---|---|",
     ]
-    for arm, data in result["arms"].items():
-        low, high = data["interval"]
+    for seed, start, best, difference in zip(
+        seeds, arms["start"]["scores"], arms["best"]["scores"], paired["differences"]
+    ):
+        lines.append(f"| {seed} | {fmt(start)} | {fmt(best)} | {signed(difference)} |")
+    low, high = paired["interval"]
+    means = {arm: fmt(float(np.mean(data["scores"]))) for arm, data in arms.items()}
+    lines.append(
+        f"| mean | {means['start']} | {means['best']} | {signed(paired['mean'])} [{signed(low)}, {signed(high)}] |"
+    )
+    lines.append("")
+    for arm, data in arms.items():
         lines.append(
-            f"| {arm} ({' '.join(data['overrides']) or 'preset'}) | {data['solved']}/{len(seeds)} | "
-            f"{fmt(data['value'])} [{fmt(low)}, {fmt(high)}] | {', '.join(fmt(s) for s in data['scores'])} |"
+            f"- {arm}: {' '.join(data['overrides']) or 'the preset'}; solved {data['solved']}/{len(seeds)}; "
+            f"{spec.aggregate} {fmt(data['value'])}"
         )
     lines.append("")
+    lines.append(
+        f"Both configurations trained on the same check seeds {seeds[0]}-{seeds[-1]}, none of them a tuning seed "
+        f"({spec.seeds[0]}-{spec.seeds[-1]}); best - start per seed, its mean with a 95% paired bootstrap "
+        f"interval ({BOOTSTRAP_SAMPLES} resamples of the seeds"
+        + ("; unsolved seeds score the budget, so the difference is a bound)." if spec.objective != "return" else ").")
+    )
     if "ratio_median" in result:
         low, high = result["ratio_interval"]
         lines.append(
-            "Paired ratio start/best per seed (> 1: the best configuration needs less; a lower bound where the "
-            "start did not solve, since it is scored at the budget): median "
+            "Paired ratio start/best per seed (> 1: the best configuration needs less): median "
             f"{result['ratio_median']:.2f}x [{low:.2f}, {high:.2f}] (95% bootstrap)."
         )
-    lines.append(f"Check seeds {seeds[0]}-{seeds[-1]}: none of them a tuning seed ({spec.seeds[0]}-{spec.seeds[-1]}).")
+    lines += ["", f"**{paired['verdict']}**"]
     return "\n".join(lines) + "\n"
+
+
+def controller_summary(result: dict, space: list[Param], optuna_study, best_path: Path, *, top: int = 10) -> str:
+    """``summary.md`` of ``rlpilot tune --controller``: the trials best first, the check (tuned against
+    commissioned on the same fresh episodes, with its verdict) and the best arguments."""
+    from optuna.trial import TrialState
+
+    tuning = result["tuning"]
+    first, last = tuning["seed_start"], tuning["seed_start"] + tuning["episodes"] - 1
+    trials = [t for t in optuna_study.trials if t.state == TrialState.COMPLETE]
+    trials.sort(key=lambda t: -t.value)
+    lines = [
+        f"# rlpilot tune {result['env']} --controller {result['controller']}",
+        "",
+        "Search space: " + "; ".join(p.describe() for p in space) + f". Tuning episodes {first}-{last}.",
+        "",
+        "## Trials (best first)",
+        "",
+        f"| trial | arguments | mean return, episodes {first}-{last} |",
+        "|---|---|---|",
+        *(f"| {t.number} | {params_text(t.params)} | {fmt(t.value)} |" for t in trials[:top]),
+    ]
+    if "check" in result:
+        check = result["check"]
+        low, high = check["interval"]
+        episodes = f"{check['seed_start']}-{check['seed_start'] + check['episodes'] - 1}"
+        lines += [
+            "",
+            "## Check: tuned against commissioned on the same fresh episodes",
+            "",
+            f"| controller | mean return, episodes {episodes} |",
+            "|---|---|",
+            f"| tuned ({params_text(result['best'])}) | {fmt(result['check_tuned']['mean_return'])} |",
+            f"| commissioned ({params_text(check['commissioned']) or 'its defaults'}) | "
+            f"{fmt(result['check_commissioned']['mean_return'])} |",
+            f"| tuned - commissioned, per episode | {signed(check['mean'])} [{signed(low)}, {signed(high)}] |",
+            "",
+            "Commissioned: the controller built from `--controller-kwargs` (the constructor's defaults for the "
+            "searched arguments). Both played the same episodes, none of them a tuning episode; the interval is a "
+            f"95% paired bootstrap of the mean difference ({BOOTSTRAP_SAMPLES} resamples of the episodes); each "
+            "episode's difference is in `tune.json`.",
+            "",
+            f"**{check['verdict']}**",
+        ]
+    lines += ["", f"## Best arguments: `{best_path}`", "", f"    {params_text(result['best'])}", ""]
+    return "\n".join(lines)
 
 
 def summarize(study: Study, optuna_study, *, check_result: dict | None = None) -> dict:
@@ -179,7 +278,7 @@ def summarize(study: Study, optuna_study, *, check_result: dict | None = None) -
         )
         text += "\n"
     if check_result is not None:
-        text += "\n## Check on fresh seeds\n\n" + check_table(study, check_result)
+        text += "\n## Check: best against start on the same fresh seeds\n\n" + check_table(study, check_result)
     result = {"rows": rows, "importance": importance, "check": check_result, "text": text}
     if complete:
         best_path, command = write_best(study, complete[0]["params"])
