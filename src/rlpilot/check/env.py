@@ -184,7 +184,7 @@ def check_env(
     report.findings += scale_findings(env_cfg, flat, image=image)
     report.findings += reward_findings(rewards, result)
     report.findings += seeding_findings(env_cfg, seed, budget.seeding_steps)
-    report.findings += action_findings(env_cfg, base, seed)
+    report.findings += action_findings(env_cfg, base, seed, budget.seeding_steps)
     return report
 
 

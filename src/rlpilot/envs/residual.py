@@ -201,6 +201,9 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         self._law = replace(law, signal=self.checked.gate_signal) if callable(law.signal) else law
         self.low, self.high = env.action_space.low, env.action_space.high
         self._observation: np.ndarray | None = None
+        self.applied: np.ndarray | None = None
+        """The command the env last received, ``[num_envs, *action shape]``: the controller's with the policy's
+        action entered and clipped (``rlpilot check`` reads it to tell saturation from an action with no effect)."""
 
     def reset(self, *, seed=None, options=None):
         observation, info = self.env.reset(seed=seed, options=options)
@@ -221,7 +224,8 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
                 raise UserError(self._policy_problem(added if gains is None else gains))
             base = self.checked(observation, gains)
             total = np.clip((base + added).numpy(), self.low, self.high)
-        observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
+        self.applied = total.astype(self.low.dtype)
+        observation, reward, terminated, truncated, info = self.env.step(self.applied)
         self._observation = np.array(observation, copy=True)
         if self.law.penalty:  # straying from the base controller costs (env.residual_penalty)
             reward = reward - self.law.penalty * np.square(np.asarray(actions, dtype=np.float64)).sum(axis=-1)
