@@ -29,8 +29,9 @@ def findings(env_cfg: EnvConfig) -> tuple:
     return report, {finding.rule: finding for finding in report.findings}
 
 
-def test_the_tank_with_its_pid_is_healthy_and_names_the_dead_time_and_the_saturation():
-    report, found = findings(EnvConfig(id=TANK, base_controller=PID, backend="sync"))
+@pytest.mark.parametrize("mode", ["add", "gains"])
+def test_the_tank_with_its_pid_is_healthy_and_names_the_dead_time_and_the_saturation(mode):
+    report, found = findings(EnvConfig(id=TANK, base_controller=PID, residual_mode=mode, backend="sync"))
     assert report.healthy and "actions_no_effect" not in found, report.render()
     dead_time = found["dead_time"]
     assert dead_time.severity == "info"

@@ -267,7 +267,7 @@ def action_findings(env_cfg: EnvConfig, base, seed: int, steps: int = RESPONSE_S
     residual = env_cfg.base_controller != "none"
     if residual:  # the controller alone (action 0) on the residual env, then the plant with its own actions
         found += saturation_findings(
-            env_cfg.base_controller, vector_env, hold(vector_env, single.sample() * 0, seed, steps)
+            env_cfg.base_controller, vector_env, hold(vector_env, np.zeros(vector_env.action_space.shape), seed, steps)
         )
         vector_env.close()
         vector_env = make_vector_env(replace(env_cfg, base_controller="none"), 1)
