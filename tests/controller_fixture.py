@@ -46,6 +46,14 @@ class Axis(gym.Env):
         return self._obs(), float(-abs(error) - 0.01 * command**2), False, self.t >= 60, {}
 
 
+class DeadAxis(Axis):
+    """The axis with its motor disconnected: every command is ignored (``rlpilot check``: actions have no
+    effect, with or without a controller on top)."""
+
+    def step(self, action):
+        return super().step(np.zeros(1, np.float32))
+
+
 class AxisPID(Controller):
     """PID on the position error; the integral is the state, kp and kd schedulable."""
 

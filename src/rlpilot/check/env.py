@@ -126,8 +126,9 @@ def check_env(
         )
     elif env_cfg.base_controller != "none":
         report.dynamics.append(
-            f"residual RL: the env adds the {env_cfg.base_controller} controller's action; the policy's action, "
-            f"times {env_cfg.residual_scale:g}, is the correction (clipped to the action box)"
+            f"residual RL: the env adds the {env_cfg.base_controller} controller's action; the policy's action "
+            f"(the action box centred at zero), times {env_cfg.residual_scale:g}, is the correction (clipped to "
+            "the action box)"
         )
     if env_cfg.base_controller != "none" and env_cfg.residual_gate:
         law = getattr(getattr(base, "vector_env", None), "law", None)
@@ -183,7 +184,7 @@ def check_env(
     report.findings += scale_findings(env_cfg, flat, image=image)
     report.findings += reward_findings(rewards, result)
     report.findings += seeding_findings(env_cfg, seed, budget.seeding_steps)
-    report.findings += action_findings(env_cfg, base, seed)
+    report.findings += action_findings(env_cfg, base, seed, budget.seeding_steps)
     return report
 
 

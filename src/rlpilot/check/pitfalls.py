@@ -4,6 +4,8 @@ seed gives the same rollout, another seed another) and whether actions reach the
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 import torch
 from torchrl.data import Categorical
@@ -204,8 +206,47 @@ def seeding_findings(env_cfg: EnvConfig, seed: int, steps: int = 64) -> list[Fin
     return []
 
 
-def action_findings(env_cfg: EnvConfig, base, seed: int) -> list[Finding]:
-    """Actions drawn from the spec must be valid, and different actions must reach the env."""
+RESPONSE_STEPS = 64
+"""How far ``rlpilot check`` follows two different actions from one seeded state before it says they have no
+effect: long enough for a process plant's dead time (the heated tank's 4 to 12 control periods), shared between
+the candidates of a discrete space (at least 8 steps each)."""
+SATURATION_WARNING = 0.2
+"""The share of the probed start-up steps on which a base controller may sit at the action box's bound before
+``rlpilot check`` warns that a residual correction has no room there."""
+
+
+@dataclass
+class Probe:
+    """One constant action held from a seeded state: the flat observations after each step, ``[T, D]``, and the
+    command the env received at each step, ``[T, A]`` (with a base controller: its action, the policy's entered
+    and clipped)."""
+
+    observations: np.ndarray
+    commands: np.ndarray
+
+
+def hold(vector_env, action: np.ndarray, seed: int, steps: int) -> Probe:
+    """``action`` held for ``steps`` steps from ``reset(seed)``, or until the episode ends (the vector env
+    does not reset by itself: it refuses a step)."""
+    vector_env.reset(seed=seed)
+    observations, commands = [], []
+    for _ in range(steps):
+        obs, _, terminated, truncated, _ = vector_env.step(action.astype(vector_env.action_space.dtype))
+        observations.append(flat_observation(obs, 1)[0].astype(np.float64))
+        applied = getattr(vector_env, "applied", None)  # a residual env's command (rlpilot.envs.residual)
+        commands.append(np.asarray(action if applied is None else applied, np.float64).reshape(-1).copy())
+        if np.any(terminated) or np.any(truncated):
+            break
+    return Probe(np.stack(observations), np.stack(commands))
+
+
+def action_findings(env_cfg: EnvConfig, base, seed: int, steps: int = RESPONSE_STEPS) -> list[Finding]:
+    """Actions drawn from the spec must be valid, and different actions must reach the env: each candidate
+    (every index of a discrete space; a box's low and high) held from one seeded state for up to ``steps``
+    steps, the plant's observations compared. An effect that shows only after some steps is a dead time
+    (info), not "no effect". With ``env.base_controller`` the plant is probed with its own actions, and the
+    controller alone is followed through the residual env: a controller at the box's bound on start-up steps
+    leaves a correction no room there (warning)."""
     spec = base.action_spec
     vector_env = make_vector_env(env_cfg, 1)
     found = []
@@ -223,30 +264,117 @@ def action_findings(env_cfg: EnvConfig, base, seed: int) -> list[Finding]:
                 fix="make the env's action_space describe the actions it accepts",
             )
         )
-    if isinstance(spec, Categorical):
+    residual = env_cfg.base_controller != "none"
+    if residual:  # the controller alone (action 0) on the residual env, then the plant with its own actions
+        found += saturation_findings(
+            env_cfg.base_controller, vector_env, hold(vector_env, np.zeros(vector_env.action_space.shape), seed, steps)
+        )
+        vector_env.close()
+        vector_env = make_vector_env(replace(env_cfg, base_controller="none"), 1)
+    if isinstance(spec, Categorical) and not residual:
         candidates = [np.array([a]) for a in range(int(spec.n))]
     else:
-        low, high = vector_env.action_space.low, vector_env.action_space.high
-        candidates = [low, high]
-    outcomes = []
-    for action in candidates:
-        obs, _ = vector_env.reset(seed=seed)
-        for _ in range(3):  # until the episode ends (the vector env does not reset by itself: it refuses a step)
-            obs, _, terminated, truncated, _ = vector_env.step(action.astype(vector_env.action_space.dtype))
-            if np.any(terminated) or np.any(truncated):
-                break
-        outcomes.append(flat_observation(obs, 1))
+        candidates = [vector_env.action_space.low, vector_env.action_space.high]
+    window = min(steps, max(8, 2 * steps // len(candidates)))
+    probes = [hold(vector_env, action, seed, window) for action in candidates]
     vector_env.close()
-    if all(np.array_equal(outcomes[0], o) for o in outcomes[1:]):
-        found.append(
+    return found + response_findings(
+        probes, [c.reshape(-1).tolist() for c in candidates], box=not isinstance(spec, Categorical)
+    )
+
+
+def response_findings(probes: list[Probe], actions: list, *, box: bool) -> list[Finding]:
+    """What the probes of different actions say: no observation entry responds (error), only entries that
+    carry the action back respond (warning: the plant itself did not, within the probe), or the plant responds
+    k steps after the commands first differ (info: a dead time, where k > 0). An entry that equals one of the
+    commands at every probed step of every probe (a box's applied action fed back in the observation) is an
+    echo, not the plant responding."""
+    steps = min(len(p.observations) for p in probes)
+    observations = np.stack([p.observations[:steps] for p in probes])  # [candidates, T, D]
+    commands = np.stack([p.commands[:steps] for p in probes])  # [candidates, T, A]
+    same = (observations == observations[0]) | (np.isnan(observations) & np.isnan(observations[0]))
+    responds = ~same.all(0)  # [T, D]
+    echo = np.zeros(observations.shape[-1], bool)
+    if box:
+        matches = np.isclose(observations[..., :, None], commands[..., None, :], rtol=1e-6, atol=1e-7).any(-1)
+        echo = matches.all((0, 1))
+    differ = (commands != commands[0]).any((0, 2))  # [T]: the commands differ at this step
+    first_command = int(np.argmax(differ)) if differ.any() else 0
+    evidence = {"actions": actions, "steps_from_one_seeded_state": steps}
+    plant = responds.any(0) & ~echo
+    if not responds.any():
+        return [
             Finding(
                 rule="actions_no_effect",
                 severity="error",
                 title="actions have no effect",
-                evidence={"actions": [c.tolist() for c in candidates], "steps_from_one_seeded_state": 3},
+                evidence=evidence,
                 cause="the action may not reach the env (for example a Categorical distribution over a OneHot "
-                "spec always sends action 0)",
+                f"spec always sends action 0), or a dead time longer than {steps} steps",
                 fix="decode actions as the spec says, and make step() use the action",
             )
+        ]
+    if not plant.any():
+        return [
+            Finding(
+                rule="actions_only_echoed",
+                severity="warning",
+                title=f"only the action fed back in the observation responds within {steps} steps",
+                evidence={**evidence, "echo_entries": np.flatnonzero(echo).tolist()},
+                cause="the observation carries the applied action, but nothing else in it changes: the plant "
+                f"ignores its action, or its dead time is longer than {steps} steps",
+                fix="make step() use the action; for a long dead time, nothing to fix",
+            )
+        ]
+    first = np.where(responds.any(0), np.argmax(responds, axis=0), steps)  # each entry's first differing step
+    delay = int(first[plant].min()) - first_command
+    if delay <= 0:
+        return []
+    entries = np.flatnonzero(plant & (first == first[plant].min())).tolist()
+    after = f"{delay} step{'s' * (delay > 1)}"
+    return [
+        Finding(
+            rule="dead_time",
+            severity="info",
+            title=f"the plant responds {after} after an action (a dead time)",
+            evidence={
+                **evidence,
+                "first_response_entries": entries[:8],
+                **({"echo_entries": np.flatnonzero(echo).tolist()} if echo.any() else {}),
+            },
+            cause=f"an action shows in the observation only {after} later (a transport delay, an actuator "
+            "or sensor lag): a policy's credit for an action arrives that late, and it must remember what is on "
+            "its way",
+            fix="nothing to fix if the plant has one; let the observation carry the last actions (those still on "
+            f"their way) and keep the discount's horizon, 1 / (1 - gamma) steps, well above {delay}",
         )
-    return found
+    ]
+
+
+def saturation_findings(name: str, residual_env, alone: Probe) -> list[Finding]:
+    """The base controller alone over the probe's first steps (an episode's start-up): the share of steps its
+    command sits at the action box's bound, where a correction has no room that way (warning above
+    :data:`SATURATION_WARNING`)."""
+    box = residual_env.env.single_action_space
+    low, high = box.low.reshape(-1).astype(np.float64), box.high.reshape(-1).astype(np.float64)
+    at_bound = ((alone.commands <= low) | (alone.commands >= high)).any(-1)
+    share = float(at_bound.mean())
+    if share < SATURATION_WARNING:
+        return []
+    return [
+        Finding(
+            rule="controller_saturates",
+            severity="warning",
+            title=f"the controller saturates the actuator on {100 * share:.0f}% of steps at start-up",
+            evidence={
+                "controller": name,
+                "saturated_steps": int(at_bound.sum()),
+                "steps_from_one_seeded_state": len(at_bound),
+                "first_unsaturated_step": int(np.argmin(at_bound)) if not at_bound.all() else None,
+            },
+            cause="its command sits at the action box's bound (a cold start, a large step): a residual correction "
+            "pushing further has no effect there, only one pulling back does",
+            fix="expected on a start-up; if the policy must act there, start nearer the set-point or soften the "
+            "controller (its gains or a set-point ramp)",
+        )
+    ]

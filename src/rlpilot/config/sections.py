@@ -87,14 +87,16 @@ class EnvConfig:
     """Draw every declared parameter ``condition`` does not fix from its declared range at each reset, from the
     episode's seed (``--condition sampled``): the same plants on the same episodes for every policy compared."""
     residual_scale: float = positive(0.2)
-    """Residual RL: action units the policy can add to the base controller's output (actions are in [-1, 1]);
-    with ``residual_mode=gains``, decades the policy can move each gain (1.0: kp and kd from 1/10 to 10 times
-    the tuned ones)."""
+    """Residual RL: action units the policy can add to the base controller's output per unit of its action,
+    whose space is the env's action box centred at zero (``[-1, 1]`` stays ``[-1, 1]``; a heater's ``[0, 1]``
+    becomes ``[-0.5, 0.5]``, so at most ``0.5 * residual_scale`` either way); with ``residual_mode=gains``,
+    decades the policy can move each gain (1.0: kp and kd from 1/10 to 10 times the tuned ones)."""
     residual_mode: str = one_of("add", "add", "gains")
-    """Residual RL: ``add``: the policy's action is added to the base controller's output; ``gains``: the policy
+    """Residual RL: ``add``: the policy's action, in the action box centred at zero, is added to the base
+    controller's output (then clipped to the box); ``gains``: the policy
     schedules the base controller's ``gain_names`` (the arm's kp and kd), each times
     ``10 ** (residual_scale * action)`` (one action per gain; the env always receives the controller's law).
-    Action 0 is the base controller exactly, in both."""
+    Action 0 is the base controller exactly, in both, whatever the action box (``[0, 1]`` included)."""
     residual_penalty: float = at_least(0.0, 0.0)
     """Residual RL: subtracted from the reward each step, times the squared policy action summed over its
     dimensions (``residual_penalty * |a|^2``, the action before any ``residual_gate``): straying from the base

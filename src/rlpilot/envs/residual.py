@@ -1,7 +1,11 @@
 """Residual RL: a classical controller inside the vector env, the policy's action a correction to it.
 
 ``mode="add"``: ``clip(base(observation) + scale * action, low, high)`` is what the env receives; the policy
-learns only the correction (Silver et al. 2018, "Residual Policy Learning"; Johannink et al. 2019).
+learns only the correction (Silver et al. 2018, "Residual Policy Learning"; Johannink et al. 2019). Its actions
+are the env's box moved to be centred at zero (:func:`correction_box`: ``[0, 1]`` becomes ``[-0.5, 0.5]``, a
+symmetric box stays as it is), so a correction of 0 sits in the middle of the policy's space whatever the env's
+box: an untrained policy (greedy action 0) is the controller on a ``[0, 1]`` heater too, not the controller
+plus half the box.
 ``mode="gains"``: the policy schedules the base controller's gains instead (its ``gain_names``: the arm's kp
 and kd), each times ``10 ** (scale * action)`` (a gain schedule learned by RL; the policy's action space is
 then one entry in [-1, 1] per gain): the env always receives the controller's law, so an imprecise policy
@@ -35,14 +39,15 @@ from rlpilot.envs.arm.controllers import ARM_ERROR_MONITOR
 from rlpilot.errors import UserError
 
 RESIDUAL_FORMULAS = {
-    "add": "clip(base(observation) + residual_scale * policy(observation))",
+    "add": "clip(base(observation) + residual_scale * policy(observation)), the policy's actions in the action "
+    "box centred at zero",
     "gains": "the base controller with its gain_names times 10 ** (residual_scale * policy(observation))",
 }
 RESIDUAL_MODES = tuple(RESIDUAL_FORMULAS)
 """How a residual policy's action enters the base controller (``env.residual_mode``): ``add``: added to its
-output, ``clip(base(obs) + scale * action)``; ``gains``: its ``gain_names`` (the arm's kp and kd) multiplied by
-``10 ** (scale * action)`` (``scale`` in decades, one action per gain), a gain schedule. Both are the base
-controller exactly at action 0."""
+output, ``clip(base(obs) + scale * action)``, the action in the env's box centred at zero; ``gains``: its
+``gain_names`` (the arm's kp and kd) multiplied by ``10 ** (scale * action)`` (``scale`` in decades, one action
+per gain), a gain schedule. Both are the base controller exactly at action 0."""
 
 GateSignal = int | Callable[[torch.Tensor], torch.Tensor]
 """Where ``env.residual_gate`` reads its error signal: an observation entry (``env.residual_gate_index``) or a
@@ -52,6 +57,21 @@ function of the observation batch returning one number per row (the base control
 def gain_multipliers(action: torch.Tensor, decades: float) -> torch.Tensor:
     """``10 ** (decades * action)``, per env and gain: exactly 1 where the action is 0."""
     return torch.exp(action * (decades * math.log(10.0)))
+
+
+def correction_box(space: gym.spaces.Box) -> gym.spaces.Box:
+    """The policy's actions under ``residual_mode=add``: ``space`` moved to be centred at zero, its width kept
+    (``[low, high]`` becomes ``[-(high - low) / 2, (high - low) / 2]`` per dimension), so that action 0, a
+    correction of 0, is the middle of the policy's space: what an untrained policy plays (its last layer starts
+    at zero, its greedy action the middle of the box). A symmetric box is returned as it is, the same object:
+    the arm's and every ``[-1, 1]`` plant's residual runs are unchanged. A dimension with an infinite bound
+    keeps its bounds (an unbounded policy output is 0 at the start already)."""
+    low, high = space.low.astype(np.float64), space.high.astype(np.float64)
+    finite = np.isfinite(low) & np.isfinite(high)
+    if np.array_equal(low[finite], -high[finite]):
+        return space
+    half = np.where(finite, (high - low) / 2.0, high)
+    return gym.spaces.Box(np.where(finite, -half, low).astype(space.dtype), half.astype(space.dtype), dtype=space.dtype)
 
 
 def gate_signal(controller, index: int | None) -> GateSignal:
@@ -170,14 +190,20 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         if not isinstance(space, gym.spaces.Box):
             raise UserError("env.base_controller: residual RL needs continuous (Box) actions")
         if law.mode == "gains":  # one action per scheduled gain, in decades / residual_scale
-            gains = len(getattr(controller, "gain_names", ()))
-            self.single_action_space = gym.spaces.Box(-1.0, 1.0, (gains,), np.float32)
-            self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
+            policy_box = gym.spaces.Box(-1.0, 1.0, (len(getattr(controller, "gain_names", ())),), np.float32)
+        else:  # a correction: the env's box centred at zero, so that action 0 is the controller
+            policy_box = correction_box(space)
+        if policy_box is not space:  # a symmetric box under add: the env's own spaces, as they were
+            self.single_action_space = policy_box
+            self.action_space = gym.vector.utils.batch_space(policy_box, env.num_envs)
         self.controller, self.law = controller, law
         self.checked = CheckedController(controller, name, space.shape)
         self._law = replace(law, signal=self.checked.gate_signal) if callable(law.signal) else law
         self.low, self.high = env.action_space.low, env.action_space.high
         self._observation: np.ndarray | None = None
+        self.applied: np.ndarray | None = None
+        """The command the env last received, ``[num_envs, *action shape]``: the controller's with the policy's
+        action entered and clipped (``rlpilot check`` reads it to tell saturation from an action with no effect)."""
 
     def reset(self, *, seed=None, options=None):
         observation, info = self.env.reset(seed=seed, options=options)
@@ -198,7 +224,8 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
                 raise UserError(self._policy_problem(added if gains is None else gains))
             base = self.checked(observation, gains)
             total = np.clip((base + added).numpy(), self.low, self.high)
-        observation, reward, terminated, truncated, info = self.env.step(total.astype(self.low.dtype))
+        self.applied = total.astype(self.low.dtype)
+        observation, reward, terminated, truncated, info = self.env.step(self.applied)
         self._observation = np.array(observation, copy=True)
         if self.law.penalty:  # straying from the base controller costs (env.residual_penalty)
             reward = reward - self.law.penalty * np.square(np.asarray(actions, dtype=np.float64)).sum(axis=-1)
