@@ -46,8 +46,8 @@ def answer_block(path: Path, plant: str) -> str:
     lines += [
         "",
         f"Measured by `{stamp.get('command', 'rlpilot compare')}` on {stamp.get('date', '?')} ({versions}; "
-        f"{stamp.get('cpu', '?')}); tuning took {summary.get('seconds', {}).get('tuning', '?')} s of "
-        f"{summary.get('seconds', {}).get('total', '?')} s. Source: "
+        f"{stamp.get('cpu', '?')}); the references' search took "
+        f"{sum(r['seconds'] for r in summary['references'].values()):.0f} s. Source: "
         f"`{path.parent.relative_to(ROOT)}/` (answer.md, compare.json).",
     ]
     return "\n".join(lines)

@@ -161,7 +161,7 @@ def write_report(plan, declared, summary: dict, table: dict, out: Path) -> None:
         "",
         f"`{summary['stamp']['command']}`; {summary['stamp']['date']}; "
         + ", ".join(f"{k} {v}" for k, v in summary["stamp"]["versions"].items())
-        + f"; tuning {summary.get('seconds', {}).get('tuning', '-')} s.",
+        + f"; the references' search took {sum(r['seconds'] for r in summary['references'].values()):.0f} s.",
         "",
     ]
     atomic_write(out / "answer.md", "\n".join(text))
