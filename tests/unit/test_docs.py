@@ -59,7 +59,54 @@ def test_readme_quickstart_is_the_two_commands_and_they_set_up_the_venv():
 
 
 def _outside_generated(text: str) -> str:
-    return re.sub(r"<!-- generated:(\w+) -->.*?<!-- /generated:\1 -->", "", text, flags=re.S)
+    """``text`` with every generated block blanked: ``<!-- generated:NAME -->`` ... ``<!-- /generated:NAME -->``
+    (tools/gen_results.py) and ``<!-- bench:start -->`` ... ``<!-- bench:end -->`` (`rlpilot bench`). Their newlines
+    are kept, so line numbers still point into the file."""
+    return re.sub(
+        r"<!-- generated:(\w+) -->.*?<!-- /generated:\1 -->|<!-- bench:start -->.*?<!-- bench:end -->",
+        lambda m: "\n" * m.group(0).count("\n"),
+        text,
+        flags=re.S,
+    )
+
+
+# What makes a line a diary entry rather than a statement of how things are. A commit hash is 7-40 hex digits with
+# at least one digit and one letter (so neither a word nor a number such as 1000000), or any 7-40 hex digits right
+# after "commit"; a clock time is H:MM or HH:MM[:SS] standing alone (not a range such as 0.1:50 or epochs=2:10).
+_DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+_HASH = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b|\b[Cc]ommit [0-9a-f]{7,40}\b")
+_CLOCK = re.compile(r"(?<![\w.:=])\d{1,2}:[0-5]\d(?::[0-5]\d)?(?![\w:]|\.\d)")
+_DIARY = {"a date": _DATE, "a commit hash": _HASH, "a clock time": _CLOCK}
+# Code: a fenced block, an inline code span (which may wrap onto the next line, not across a paragraph), or a
+# link's target.
+_CODE = re.compile(r"^ *```[^\n]*\n.*?^ *```|`(?:[^`\n]|\n(?!\n))+`|\]\([^)\s]*\)", re.S | re.M)
+# A path or a file name: a token with a "/" in it or a file suffix. A date inside one names a stamped result file
+# (benchmarks/results/NAME-DATE.json) or a run directory: a reference, not a prose date.
+_PATH = re.compile(r"[^\s`'\"()\[\]<>,;]*(?:/[^\s`'\"()\[\]<>,;]*|\.[A-Za-z][A-Za-z0-9]{0,4}\b)")
+
+
+def _blank(text: str) -> str:
+    return re.sub(r"[^\n]", " ", text)
+
+
+def _diary_lines(text: str) -> list[str]:
+    """The lines of a Markdown page that carry a date, a commit hash or a clock time outside its generated blocks,
+    as ``"LINE: what: the line"``. In code (fenced blocks, inline code, link targets) a date or a hash may stand
+    inside a path or a file name (a reference to a stamped result file: ``benchmarks/results/x-2026-12-03.json``,
+    ``--out benchmarks/results/x-DATE.txt``), and ``a:b`` is a range or a slice, not a time; in prose nothing
+    may."""
+
+    def code(m: re.Match) -> str:
+        return _CLOCK.sub(lambda t: _blank(t.group(0)), _PATH.sub(lambda t: _blank(t.group(0)), m.group(0)))
+
+    original = text.splitlines()
+    masked = _CODE.sub(code, _outside_generated(text)).splitlines()
+    return [
+        f"{i + 1}: {what}: {original[i].strip()}"
+        for i, line in enumerate(masked)
+        for what, pattern in _DIARY.items()
+        if pattern.search(line)
+    ]
 
 
 def test_readme_is_a_front_door_not_a_diary():
@@ -67,16 +114,23 @@ def test_readme_is_a_front_door_not_a_diary():
     generated blocks; the test suite's timings live in the generated table of docs/results.md."""
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 150
-    prose = _outside_generated(readme)
-    assert not re.findall(r"\b20\d\d-[01]\d-[0-3]\d\b", prose), "a date outside a generated block"
-    assert not re.findall(r"\b[0-9a-f]{7,40}\b", prose), "a commit hash outside a generated block"
-    assert not re.findall(r"\b\d{1,2}:\d\d\b", prose), "a clock time outside a generated block"
-    assert not re.findall(r"\d+ passed", prose), "a test count outside a generated block"
+    assert _diary_lines(readme) == [], "a date, commit hash or clock time outside a generated block"
+    assert not re.findall(r"\d+ passed", _outside_generated(readme)), "a test count outside a generated block"
     results = (ROOT / "docs" / "results.md").read_text()
     assert re.search(r"<!-- generated:suite_time -->\n\| command \| wall time \|", results), (
         "the test suite's timings are generated from benchmarks/results/suite_time-*.json "
         "(python benchmarks/suite_time.py)"
     )
+
+
+def test_docs_say_what_is_true_now_not_a_diary():
+    """Every docs/*.md page, like the README: no date, commit hash or clock time in prose outside the generated
+    blocks. A page says what is true now; when something was measured is in the stamped result file a line points
+    to (a date inside its name, in code or a link, is allowed) and in git."""
+    offending = {
+        page.name: lines for page in sorted((ROOT / "docs").glob("*.md")) if (lines := _diary_lines(page.read_text()))
+    }
+    assert offending == {}, "\n".join(f"docs/{name}:{line}" for name, lines in offending.items() for line in lines)
 
 
 def _tables_outside_markers(text: str) -> list[list[str]]:

@@ -255,8 +255,8 @@ class TrainConfig:
     flush_denormal: bool = True
     """Subnormal floats (below ~1.2e-38) read and written as zero while training (x86's FTZ/DAZ, what XLA does on
     CPU). Adam's moment estimates of weights whose gradient is zero (dead ReLU units) decay through the subnormal
-    range, where the CPU computes ~15x slower: a fused Adam step over 68k such entries took 1.5 ms instead of 0.09
-    (2026-12-03). Numbers change only below 1.2e-38; ``false`` keeps IEEE subnormals."""
+    range, where the CPU computes ~15x slower: a fused Adam step over 68k such entries took 1.5 ms instead of 0.09.
+    Numbers change only below 1.2e-38; ``false`` keeps IEEE subnormals."""
     compile: str = one_of("auto", "auto", "on", "off")
     """The update (loss, backward, gradient clip and Adam step) as one program compiled by inductor: ``auto`` on
     CUDA, and on a CPU when the run plans enough updates for the compile to pay back with a margin (PPO 10,000, DQN
