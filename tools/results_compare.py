@@ -59,7 +59,7 @@ def tables() -> dict[str, str]:
         path = newest(plant)
         if path is not None:
             found[block] = answer_block(path, plant)
-    return found
+    return {**found, **grid_tables()}
 
 
 def stale_figures(write: bool) -> list[Path]:
@@ -78,3 +78,34 @@ def stale_figures(write: bool) -> list[Path]:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(figure, target)
     return stale
+
+
+def oracle_grid_block(path: Path) -> str:
+    """docs/robot-arm.md: compare's arm oracle against every PD of the 15 x 12 log grid on each condition's tuning
+    episodes (``benchmarks/arm_oracle_grid.py``)."""
+    data = json.loads(path.read_text())
+    lines = [
+        "| condition | oracle kp, kd | oracle RMSE (mm) | best grid PD kp, kd | its RMSE (mm) | oracle / grid |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, row in data["conditions"].items():
+        edge = " (grid edge)" if row["grid_edge"] else ""
+        lines.append(
+            f"| {label} | {row['oracle']['kp']:.3g}, {row['oracle']['kd']:.3g} | {1e3 * row['oracle_score']:.3f} "
+            f"| {row['grid_best']['kp']:.3g}, {row['grid_best']['kd']:.3g}{edge} | {1e3 * row['grid_best_score']:.3f} "
+            f"| {row['oracle_score'] / row['grid_best_score']:.3f} |"
+        )
+    stamp = {line.split(": ", 1)[0][2:]: line.split(": ", 1)[1] for line in data["stamp"] if ": " in line}
+    first, last = data["tuning_seeds"]
+    lines += [
+        "",
+        f"Mean tracking RMSE over the tuning episodes (seeds {first}-{last}) of each condition; the grid is kp in "
+        f"0.3-60 (15 points, log), kd in 0.02-2 (12). Source: `{path.relative_to(ROOT)}` ({stamp.get('date', '?')}, "
+        f"commit {stamp.get('commit', '?')[:12]}); command: `{stamp.get('command', '?')}`.",
+    ]
+    return "\n".join(lines)
+
+
+def grid_tables() -> dict[str, str]:
+    found = sorted(RESULTS.glob("arm_oracle_grid-*.json"))
+    return {"arm_oracle_grid": oracle_grid_block(found[-1])} if found else {}
