@@ -109,6 +109,15 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _progress_bar(plan: Plan, description: str):
+    """A bar of the candidates a search plays (at most its TPE rounds and refinement rounds), on a terminal only."""
+    from tqdm import tqdm
+
+    dims = len(plan.space)
+    total = plan.batch * plan.rounds + plan.refine_rounds * 3 * dims
+    return tqdm(total=total, desc=description, unit="candidates", file=sys.stderr, disable=not sys.stderr.isatty())
+
+
 def references(plan: Plan, out: Path) -> dict[str, Reference]:
     """The robust reference and each condition's oracle, tuned here or read back from ``out/references.json``
     when tuned with the same settings."""
@@ -134,12 +143,7 @@ def references(plan: Plan, out: Path) -> dict[str, Reference]:
             _say(f"[{index}/{len(wanted)}] {name}: from {cache_path}")
             continue
         starts = [defaults] + ([found[ROBUST].kwargs] if ROBUST in found else [])
-        evaluated = [0]
-
-        def progress(count: int, evaluated=evaluated, name=name, index=index) -> None:
-            evaluated[0] += count
-            _say(f"[{index}/{len(wanted)}] tuning {name}: {evaluated[0]} candidates played")
-
+        bar = _progress_bar(plan, f"[{index}/{len(wanted)}] tuning {name}")
         reference = tune_reference(
             plan.env,
             plan.controller,
@@ -154,8 +158,10 @@ def references(plan: Plan, out: Path) -> dict[str, Reference]:
             batch=plan.batch,
             rounds=plan.rounds,
             refine_rounds=plan.refine_rounds,
-            progress=progress,
+            progress=bar.update,
         )
+        bar.close()
+        _say(f"[{index}/{len(wanted)}] {name}: {reference.evaluated} candidates in {reference.seconds:.0f} s")
         found[name] = reference
         cache[key] = reference.as_dict()
         atomic_write(cache_path, dumps(cache))
