@@ -204,7 +204,7 @@ def path_figure(target_name: str, condition: str, out: Path, seed: int, gains: d
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from rlpilot.controllers import BUILT_IN, base_controller
+    from rlpilot.envs.catalogue import BUILT_IN, base_controller
 
     def trace(policy, build) -> tuple[np.ndarray, np.ndarray, float]:
         """One episode: ``build()`` makes the env (a run's own, with its saved normalisation), ``policy(env)``

@@ -1,5 +1,6 @@
-"""Controllers: the protocol a classical controller follows in rlpilot, building one by name (rlpilot's or a
-user's), and checking it against an env and for export.
+"""Controllers: the protocol a classical controller follows in rlpilot, and checking one against an env and for
+export. Building one by name (rlpilot's or a user's) is the catalogue's, :mod:`rlpilot.envs.catalogue`, which
+sits above the arm: the arm's controllers subclass :class:`Controller` from here, and this module imports neither.
 
 **The protocol** (:class:`Controller`, public; docs/your-controller.md). A controller is a ``torch.nn.Module``
 built with keyword arguments (``env.base_controller_kwargs``) that maps a batch of raw observations
@@ -22,21 +23,18 @@ it raises, an output of another shape or type, a NaN or inf (its ``gate_signal``
 Users name theirs ``package.module:Class`` (``env.base_controller``, ``rlpilot eval --controller``); rlpilot's
 ``pd`` and ``pid`` (the arm's inverse kinematics + PD / PID, :mod:`rlpilot.envs.arm.controllers`) are instances
 of the same protocol. How a residual policy's action enters a controller: :mod:`rlpilot.envs.residual`.
-
-``random``: uniform actions from the action space, the floor every learned policy must clear.
 """
 
 from __future__ import annotations
 
-import importlib
 import numbers
-from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from rlpilot.errors import UserError
-from rlpilot.registry import import_user_module
+
+GUIDE = "docs/your-controller.md"
 
 
 class Controller(torch.nn.Module):
@@ -113,69 +111,9 @@ class ControllerModule(torch.nn.Module):
         return self.controller.step(observation, state, gains)
 
 
-def random_policy(vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Uniform samples of the vector env's (batched) action space, seeded with the env."""
-
-    def act(observation: torch.Tensor) -> torch.Tensor:
-        return torch.as_tensor(vector_action_space.sample())
-
-    return act
-
-
-BUILT_IN = ("pd", "pid", "adaptive-pd")
-CONTROLLERS = (*BUILT_IN, "random")
-GUIDE = "docs/your-controller.md"
-ARM_CONTROLLERS = "rlpilot.envs.arm.catalogue"
-"""Where the built-in names are looked up (the arm's ``pd``, ``pid`` and ``adaptive-pd``,
-:mod:`rlpilot.envs.arm.catalogue`), imported by name when one is asked for: they subclass :class:`Controller` from
-here, so an import statement back would be a cycle."""
-
-
 def is_user_controller(name: str) -> bool:
     """``package.module:Class``: a user's controller (importing it runs the user's code)."""
     return ":" in name
-
-
-def base_controller(name: str, env_id: str, kwargs: dict | None = None):
-    """The controller ``name`` for ``env_id``, on raw observations: ``pd`` / ``pid`` (the arm's), or a user's
-    ``package.module:Class`` built with ``kwargs`` (``env.base_controller_kwargs``); one line where it cannot
-    be built."""
-    kwargs = dict(kwargs or {})
-    if is_user_controller(name):
-        return user_controller(name, kwargs)
-    arm = importlib.import_module(ARM_CONTROLLERS)
-    cls = arm.built_in(name, env_id)
-    if cls is None:
-        raise UserError(
-            f"{name} is the inverse-kinematics controller of the arm envs ({', '.join(arm.built_for(name))}); "
-            f"for '{env_id}' name your own, package.module:Class ({GUIDE}), or try --controller random"
-        )
-    return _construct(cls, name, kwargs)
-
-
-def user_controller(spec: str, kwargs: dict) -> torch.nn.Module:
-    """``package.module:Class`` imported and built with ``kwargs``; one line for each way it can fail."""
-    module, attr = import_user_module(spec, f"controller '{spec}'")
-    cls = getattr(module, attr, None)
-    if cls is None:
-        raise UserError(f"controller '{spec}': module '{module.__name__}' has no '{attr}'")
-    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
-        raise UserError(
-            f"controller '{spec}' is not a torch.nn.Module class: subclass rlpilot.controllers.Controller "
-            f"(forward(observation, gains=None) -> action; {GUIDE})"
-        )
-    return _construct(cls, spec, kwargs)
-
-
-def _construct(cls: type, name: str, kwargs: dict):
-    try:
-        controller = cls(**kwargs)
-    except Exception as exc:
-        raise UserError(
-            f"cannot build controller '{name}' with env.base_controller_kwargs={kwargs}: {type(exc).__name__}: {exc}"
-        ) from None
-    check_protocol(controller, name)
-    return controller
 
 
 def check_protocol(controller, name: str) -> None:
@@ -428,17 +366,3 @@ def _export_or_refuse(module: torch.nn.Module, examples: tuple, kwargs: dict, na
             f"controller '{name}'{what} cannot be exported with the policy: use torch operations only (no numpy, "
             f".item() or Python if on tensor values: torch.where) ({GUIDE}); torch: {reason[:60]}"
         ) from None
-
-
-def build_controller(
-    name: str, env_id: str, vector_env, kwargs: dict | None = None
-) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The named controller (``random``, ``pd``, ``pid``, ``adaptive-pd`` or ``package.module:Class``) for the
-    vector env ``vector_env`` of ``env_id``, checked against its spaces; a clear error where it does not apply."""
-    if name == "random":
-        return random_policy(vector_env.action_space)
-    if name in BUILT_IN or is_user_controller(name):
-        controller = base_controller(name, env_id, kwargs)
-        check_controller(controller, name, vector_env.single_observation_space, vector_env.single_action_space)
-        return CheckedController(controller, name, vector_env.single_action_space.shape)
-    raise UserError(f"--controller {name}: choose one of {', '.join(CONTROLLERS)} or package.module:Class")

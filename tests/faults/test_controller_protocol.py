@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from rlpilot.cli import main
 from rlpilot.config import load_config
-from rlpilot.controllers import base_controller
+from rlpilot.envs.catalogue import base_controller
 from rlpilot.errors import UserError
 
 PLANT = "tests.controller_fixture:Axis"

@@ -130,8 +130,8 @@ def test_the_arm_env_loads_no_torch_and_its_controllers_no_simulator():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     code = (
-        "import sys, rlpilot.controllers, rlpilot.envs.residual; "
-        "rlpilot.controllers.base_controller('pid', 'rlpilot/ReacherTrack-v0'); "
+        "import sys, rlpilot.envs.catalogue, rlpilot.envs.residual; "
+        "rlpilot.envs.catalogue.base_controller('pid', 'rlpilot/ReacherTrack-v0'); "
         "print(sorted(m for m in ('mujoco', 'gymnasium.envs.mujoco', 'rlpilot.envs.arm.env') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -220,7 +220,8 @@ def test_check_shows_the_disturbances_and_the_base():
 def test_a_pid_base_exports_as_a_pure_function_of_observation_and_state():
     """The PID keeps an integral between steps: as a module it takes the integral in and gives the next one
     out, and stepping it that way is exactly the live controller, step after step."""
-    from rlpilot.controllers import ControllerModule, base_controller
+    from rlpilot.controllers import ControllerModule
+    from rlpilot.envs.catalogue import base_controller
 
     module = ControllerModule(base_controller("pid", ENV_ID))
     assert module.stateful and module.state_size == 2

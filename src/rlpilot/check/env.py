@@ -192,7 +192,7 @@ def controller_report(env_cfg: EnvConfig, *, episodes: int, seed: int) -> list[s
     """``env.base_controller`` alone on the plain env (what a residual policy starts from): its return over
     ``episodes`` episodes, the range of its actions per dimension against the action box, and the share of
     action entries at or beyond the box (saturated: a correction on top of it has no room that way)."""
-    from rlpilot.controllers import build_controller
+    from rlpilot.envs.catalogue import build_controller
 
     plain = replace(env_cfg, base_controller="none", normalize_obs=False, residual_gate=0.0, residual_penalty=0.0)
     env = make_env(plain, num_envs=min(episodes, 16), seed=seed)

@@ -138,7 +138,8 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
 def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) -> gym.vector.VectorEnv:
     """``env.base_controller`` inside the vector env (residual RL), the controller checked against the env's
     spaces first (one line, the env closed, where it does not fit)."""
-    from rlpilot.controllers import base_controller, check_controller
+    from rlpilot.controllers import check_controller
+    from rlpilot.envs.catalogue import base_controller
     from rlpilot.envs.residual import ResidualLaw, ResidualVectorEnv
 
     try:

@@ -36,7 +36,7 @@ class PlayablePolicy:
     act: Callable[[torch.Tensor], torch.Tensor] | None
     default_csv: Path | None
     controller: str | None = None
-    """A controller (``pd``, ``pid``, ``random`` or a user's ``package.module:Class``; ``rlpilot.controllers``)
+    """A controller (``pd``, ``pid``, ``random`` or a user's ``package.module:Class``; ``rlpilot.envs.catalogue``)
     played instead of ``act``, on raw observations."""
     controller_kwargs: dict | None = None
     """What ``controller`` is built with (``--controller-kwargs``; a run's ``env.base_controller_kwargs`` for
@@ -46,7 +46,7 @@ class PlayablePolicy:
         """``act``, or the controller built for ``env`` (the random one samples ``env``'s seeded action space)."""
         if self.controller is None:
             return self.act
-        from rlpilot.controllers import build_controller
+        from rlpilot.envs.catalogue import build_controller
 
         return build_controller(self.controller, self.env_config.id, env.base_env.vector_env, self.controller_kwargs)
 
@@ -109,7 +109,7 @@ def playable(
 
 def controlled(target: str, controller: str, kwargs: dict | None = None) -> PlayablePolicy:
     """A controller on a run's env (same id, kwargs, time limit) or on a gymnasium id; raw observations."""
-    from rlpilot.controllers import CONTROLLERS, is_user_controller
+    from rlpilot.envs.catalogue import CONTROLLERS, is_user_controller
 
     if controller not in CONTROLLERS and not is_user_controller(controller):
         raise UserError(f"--controller {controller}: choose one of {', '.join(CONTROLLERS)} or package.module:Class")

@@ -44,7 +44,7 @@ class Reference:
 def controller_defaults(env_id: str, controller: str, fixed: dict, space: list[Param]) -> dict:
     """The values the controller is built with for the searched arguments (read back from the built controller's
     attributes of those names): the search's first candidate, so it never ends worse than them."""
-    from rlpilot.controllers import base_controller
+    from rlpilot.envs.catalogue import base_controller
 
     built = base_controller(controller, env_id, dict(fixed))
     values = {p.key: getattr(built, p.key, None) for p in space}

@@ -16,7 +16,7 @@ import torch
 
 from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
-from rlpilot.controllers import build_controller
+from rlpilot.envs.catalogue import build_controller
 from rlpilot.envs.make import make_env
 from rlpilot.errors import UserError
 

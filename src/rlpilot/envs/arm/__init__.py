@@ -11,10 +11,10 @@ an RL policy is measured against and built on.
   torch, never MuJoCo.
 - ``adaptive``: ``adaptive-pd`` (``TrackAdaptivePD``), the tracking PD retuned every step from an online
   identification of the arm (delay, actuator strength, noise); torch.
-- ``catalogue``: which class each built-in controller name is, for which env.
 - ``history``: ``obs_history`` carried as an exported controller's state (``HistoryState``, ``HistoryPolicy``;
   what ``rlpilot export`` builds for a run with it); torch, and the env module's column constants.
 
+Which class each built-in controller name is, for which env: :mod:`rlpilot.envs.catalogue`, above the arm.
 This file imports nothing: the controllers load without the simulator, and the env without torch. How a
 residual policy's action enters a controller (the arm's or a user's) is :mod:`rlpilot.envs.residual`.
 """

@@ -1,5 +1,5 @@
 """The arm's classical controllers (``env.base_controller`` / ``--controller`` ``pd``, ``pid`` and ``adaptive-pd``: the
-last in :mod:`rlpilot.envs.arm.adaptive`; which class a name is: :mod:`rlpilot.envs.arm.catalogue`), instances of
+last in :mod:`rlpilot.envs.arm.adaptive`; which class a name is: :mod:`rlpilot.envs.catalogue`), instances of
 the controller protocol (:class:`rlpilot.controllers.Controller`): batched torch, exportable with a policy.
 Imports torch, never MuJoCo: building a controller does not load the simulator.
 
