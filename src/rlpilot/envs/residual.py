@@ -14,8 +14,8 @@ same observations as the base controller, and action 0 is the base controller ex
 for the whole batch in one call per step, and a stateful base (PID) is reset for exactly the envs that start
 a new episode. ``penalty`` (``env.residual_penalty``) subtracts ``penalty * |action|^2`` from each reward;
 ``gate`` (``env.residual_gate``) lets the action act only where an error signal is above it: observation entry
-``gate_index`` where given, else the controller's ``gate_signal(observation)`` where it has one, else the arm's
-error monitor. Any controller of the protocol in
+``gate_index`` where given, else the controller's ``gate_signal(observation)`` where it has one, else the entry the
+controller names (``gate_index``: the arm's error monitor). Any controller of the protocol in
 :mod:`rlpilot.controllers` works here, on any env with Box observations and actions.
 
 :class:`ResidualLaw` is that formula as one value, read from the config once: the residual vector env applies
@@ -35,7 +35,6 @@ import torch
 
 from rlpilot.config.sections import EnvConfig
 from rlpilot.controllers import CheckedController, all_finite, check_gate_signal, is_user_controller
-from rlpilot.envs.arm.controllers import ARM_ERROR_MONITOR
 from rlpilot.errors import UserError
 
 RESIDUAL_FORMULAS = {
@@ -48,6 +47,9 @@ RESIDUAL_MODES = tuple(RESIDUAL_FORMULAS)
 output, ``clip(base(obs) + scale * action)``, the action in the env's box centred at zero; ``gains``: its
 ``gain_names`` (the arm's kp and kd) multiplied by ``10 ** (scale * action)`` (``scale`` in decades, one action
 per gain), a gain schedule. Both are the base controller exactly at action 0."""
+
+LAST_ENTRY = -1
+"""The gate's observation entry for a controller that names none (``gate_index``): the observation's last."""
 
 GateSignal = int | Callable[[torch.Tensor], torch.Tensor]
 """Where ``env.residual_gate`` reads its error signal: an observation entry (``env.residual_gate_index``) or a
@@ -77,11 +79,12 @@ def correction_box(space: gym.spaces.Box) -> gym.spaces.Box:
 def gate_signal(controller, index: int | None) -> GateSignal:
     """The gate's error signal for a run: ``env.residual_gate_index`` where set, else the controller's own
     ``gate_signal(observation)`` method where it has one (a user's plant: the signal their controller computes,
-    e.g. a filtered error), else the arm's error monitor (the observation's last float)."""
+    e.g. a filtered error), else the observation entry the controller names as its error monitor (``gate_index``:
+    the arm's controllers name the arm's, the observation's last float), else :data:`LAST_ENTRY`."""
     if index is not None:
         return int(index)
     method = getattr(controller, "gate_signal", None)
-    return method if callable(method) else ARM_ERROR_MONITOR
+    return method if callable(method) else getattr(controller, "gate_index", LAST_ENTRY)
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class ResidualLaw:
     """``env.residual_scale``: action units added per policy action (``add``), decades per action (``gains``)."""
     gate: float = 0.0
     """``env.residual_gate``: the error signal's level below which the base controller acts alone (0: no gate)."""
-    signal: GateSignal = ARM_ERROR_MONITOR
+    signal: GateSignal = LAST_ENTRY
     """The gate's error signal (:func:`gate_signal`): an observation entry, or the controller's ``gate_signal``."""
     penalty: float = 0.0
     """``env.residual_penalty``: the reward's cost per squared policy action (the env's; not in the artifact)."""

@@ -41,7 +41,7 @@ ARM_IDS = (*REACHER_IDS, *TRACK_IDS)
 ARM_ERROR_MONITOR = -1
 """The error monitor's column in a ``rlpilot/ReacherTrack-v0`` observation: the last float, with
 ``env.kwargs.obs_error_peak``. What ``env.residual_gate`` reads on the arm where ``env.residual_gate_index`` is
-unset and the controller has no ``gate_signal``."""
+unset and the controller has no ``gate_signal``: the arm's controllers name it as their ``gate_index``."""
 
 
 def forward_kinematics(q1: torch.Tensor, q2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,6 +111,8 @@ class ReacherPD(Controller):
     """
 
     gain_names = ("kp", "kd")
+    gate_index = ARM_ERROR_MONITOR
+    """The observation entry ``env.residual_gate`` reads (:func:`rlpilot.envs.residual.gate_signal`)."""
 
     def __init__(self, kp: float = PID_GAINS["kp"], kd: float = PID_GAINS["kd"]):
         super().__init__()
@@ -142,6 +144,8 @@ class TrackPD(Controller):
     fingertip with the reference (``joint_velocity``); batched, stateless."""
 
     gain_names = ("kp", "kd")
+    gate_index = ARM_ERROR_MONITOR
+    """The observation entry ``env.residual_gate`` reads: the error monitor (:data:`ARM_ERROR_MONITOR`)."""
 
     def __init__(self, kp: float = TRACK_GAINS["kp"], kd: float = TRACK_GAINS["kd"]):
         super().__init__()
