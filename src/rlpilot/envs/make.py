@@ -76,6 +76,17 @@ def _make_single(env_cfg: EnvConfig, sample: dict | None = None) -> Callable[[],
     return thunk
 
 
+def env_class(env_cfg: EnvConfig) -> type | None:
+    """The class ``env_cfg``'s env is built from (a user's ``module:Class``, or a registered id's entry point), for
+    hooks it declares on the class (``export_state``: :func:`rlpilot.play.export.carried_state`); None where the
+    entry point is a function."""
+    found, env_id = resolve_env(env_cfg.id)
+    if found is None:
+        entry_point = gym.spec(env_id).entry_point
+        found = gym.envs.registration.load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    return found if isinstance(found, type) else None
+
+
 def declaration(env_cfg: EnvConfig, *, option: str = "--condition") -> Declared:
     """What ``env_cfg``'s env declares (:mod:`rlpilot.conditions`), read from one env built and closed here; one line
     when it declares no conditions."""

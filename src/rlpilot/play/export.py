@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlpilot.envs.make import observation_reader, to_numpy
+from rlpilot.envs.make import env_class, observation_reader, to_numpy
 from rlpilot.envs.residual import ResidualLaw
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
@@ -162,7 +162,7 @@ def export_run(
             "(ToTensorImage, GrayScale, Resize, CatFrames) outside the network; use `rlpilot eval RUN` instead"
         )
     obs_dim = int(probe_env.observation_spec["observation"].shape[-1])
-    history = arm_history(config.env, obs_dim)
+    history = carried_state(config.env, obs_dim)
     action_spec = probe_env.full_action_spec_unbatched["action"]
     env_box = None
     base = None
@@ -192,16 +192,14 @@ def export_run(
         inputs = (observations, rollout_states(module, observations, starts, envs))
     reference = None
     if history is not None:  # the artifact sees the observation without the history, which it carries itself
-        from rlpilot.envs.arm.history import HistoryPolicy
-
         with torch.inference_mode():
             live = module(*inputs)
         reference = live[0] if module.state_size else live  # the run's own actions, from the env's full observations
-        module = HistoryPolicy(module, history).eval()
+        module = history.wrap(module).eval()
         reduced = history.reduce(observations)
         inputs = (reduced, rollout_states(module, reduced, starts, envs))
         if not torch.equal(history.carried(observations), inputs[1][:, module.base_size :]):
-            raise ExportFailed("the history the artifact carries differs from the env's obs_history columns")
+            raise ExportFailed(f"the history the artifact carries differs from the env's {history.kwarg} columns")
     signature = _signature(
         fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size, env_box, law, history
     )
@@ -209,16 +207,15 @@ def export_run(
     return write_checked(module, inputs, fmt, out_dir, signature, tolerance, force=force, reference=reference)
 
 
-def arm_history(env_config, observation_size: int):
-    """The arm's ``obs_history`` as the artifact's state (:class:`rlpilot.envs.arm.history.HistoryState`), or
-    ``None`` (any other env; the arm without it)."""
-    from rlpilot.envs.arm.controllers import TRACK_IDS
-
-    if env_config.id not in TRACK_IDS or not env_config.kwargs.get("obs_history"):
-        return None
-    from rlpilot.envs.arm.history import HistoryState  # the arm's env module: only for an arm run
-
-    return HistoryState(int(env_config.kwargs["obs_history"]), observation_size)
+def carried_state(env_config, observation_size: int):
+    """The observation columns an env's artifact carries as its state instead of taking them as input (the arm's
+    ``obs_history``: :class:`rlpilot.envs.arm.history.HistoryState`), or ``None``: what the env's class returns from
+    its hook ``export_state(kwargs, observation_size)``, where it has one. What the export reads of it: ``reduce``
+    and ``carried`` (the observation without those columns, and the columns), ``wrap(policy)`` (the policy with
+    them as its state, after the policy's own), ``state_size``, ``reduced_size``, ``start``, ``steps``, ``kwarg``
+    (the env's keyword argument that adds them) and ``layout()`` (the manifest's entry, its ``entry`` names)."""
+    hook = getattr(env_class(env_config), "export_state", None)
+    return hook(dict(env_config.kwargs), observation_size) if callable(hook) else None
 
 
 def _signature(
@@ -233,9 +230,9 @@ def _signature(
     law: ResidualLaw | None = None,
     history=None,
 ) -> dict:
-    """The artifact's JSON signature. ``history`` (an arm run's ``obs_history``,
-    :class:`rlpilot.envs.arm.history.HistoryState`): the observation input lacks those columns, the state
-    carries them, and the env to play it on is the run's without them (``env.kwargs.obs_history`` 0)."""
+    """The artifact's JSON signature. ``history`` (:func:`carried_state`, e.g. an arm run's ``obs_history``): the
+    observation input lacks those columns, the state carries them, and the env to play it on is the run's without
+    them (``env.kwargs.<history.kwarg>`` 0)."""
     from torchrl.data import Categorical, OneHot
 
     if isinstance(action_spec, Categorical):
@@ -283,10 +280,10 @@ def _signature(
     if history is not None:
         observation["shape"] = ["batch", history.reduced_size]
         observation["note"] += (
-            f"; the env's observation without its obs_history columns ({history.state_size} floats after the "
+            f"; the env's observation without its {history.kwarg} columns ({history.state_size} floats after the "
             f"first {history.start}): the state carries them"
         )
-        env_kwargs = {**env_kwargs, "obs_history": 0}
+        env_kwargs = {**env_kwargs, history.kwarg: 0}
     inputs, outputs, state = [observation], [output], None
     if state_size:
         state_input, state = _state_signature(state_size, history)
@@ -320,9 +317,9 @@ def _signature(
             "action_encoding": config.env.action_encoding,
             **(
                 {
-                    "trained_with": {"obs_history": history.steps},
-                    "note": "the run's env appended obs_history; the artifact carries it as state, so it plays on "
-                    "the env without it (these kwargs), which measures only the current step",
+                    "trained_with": {history.kwarg: history.steps},
+                    "note": f"the run's env appended {history.kwarg}; the artifact carries it as state, so it plays "
+                    "on the env without it (these kwargs), which measures only the current step",
                 }
                 if history is not None
                 else {}
@@ -339,7 +336,8 @@ def _signature(
 
 def _state_signature(state_size: int, history=None) -> tuple[dict, dict]:
     """The ``state`` input's entry and the signature's ``state``: the base controller's state (the PID's
-    integral), then an arm run's history; with a history, ``state.layout`` lists the parts in column order."""
+    integral), then the carried history (:func:`carried_state`); with a history, ``state.layout`` lists the parts
+    in column order."""
     entry = {"name": "state", "shape": ["batch", state_size], "dtype": "float32"}
     if history is None:
         note = "the base controller's state (the PID's integral): zeros at the start of an episode, then the previous "
@@ -349,8 +347,9 @@ def _state_signature(state_size: int, history=None) -> tuple[dict, dict]:
         layout.append({"name": "controller", "size": state_size - history.state_size, "note": "the PID's integral"})
     layout.append(history.layout())
     parts = ", then ".join(f"{part['name']} ({part['size']} floats)" for part in layout)
+    names = ", ".join(layout[-1]["entry"])
     note = (
-        f"{parts}, the history being the env's obs_history: {history.steps} steps of [dq1, dq2, command1, "
-        "command2], newest first. Zeros at the start of an episode, then the previous step's 'next_state' output"
+        f"{parts}, the history being the env's {history.kwarg}: {history.steps} steps of [{names}], newest first. "
+        "Zeros at the start of an episode, then the previous step's 'next_state' output"
     )
     return {**entry, "note": note}, {"size": state_size, "initial": 0.0, "layout": layout}

@@ -72,12 +72,6 @@ from rlpilot.envs.arm.geometry import REACH, joint_angles, tip_position
 
 TRAJECTORIES = ("circle", "figure8", "p2p")
 EPISODE_STEPS = 200
-# ``obs_history``'s place in the observation (it needs ``obs_last_action``: it starts after the 14 base floats) and
-# what each step's entry is made of: that step's observed joint velocities and last command (the observation's
-# columns, measured: with ``obs_noise``). :class:`rlpilot.envs.arm.history.HistoryState` reads these.
-HISTORY_START = 14
-VELOCITY_COLUMNS = slice(4, 6)
-COMMAND_COLUMNS = slice(12, 14)
 
 
 class ReacherTrackEnv(ReacherEnv):
@@ -172,6 +166,17 @@ class ReacherTrackEnv(ReacherEnv):
         model.opt.gravity[:] = (0.0, -9.81, 0.0)  # the arm's plane is x-y: gravity in that plane
 
     # -- the model under the episode's disturbances ------------------------------------------------------
+    @classmethod
+    def export_state(cls, kwargs: dict, observation_size: int):
+        """``rlpilot export``'s hook (:func:`rlpilot.play.export.carried_state`): ``obs_history`` carried as the
+        artifact's state (:class:`rlpilot.envs.arm.history.HistoryState`) for an env of ``kwargs`` whose
+        observation has ``observation_size`` floats; None without a history."""
+        if not kwargs.get("obs_history"):
+            return None
+        from rlpilot.envs.arm.history import HistoryState  # torch: only when a run is exported
+
+        return HistoryState(int(kwargs["obs_history"]), observation_size)
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reacher's reset; ``options={"condition": {...}}`` sets disturbances for this episode over what the
         env draws (drawn all the same: the reference and start are the same whatever the condition), and

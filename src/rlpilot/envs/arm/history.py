@@ -5,8 +5,8 @@ In training the env appends the k previous steps' [measured dq1, dq2, last comma
 ``rlpilot export`` moves those 4k floats out of the artifact's observation into its state:
 :class:`HistoryPolicy` takes the observation without them and the state, rebuilds the env's full observation,
 runs the policy and returns, as the next state, the history with this step's entry in front, exactly as the env
-does it (the entry joins after the observation is read; zeros at an episode's start). Imports the env's module
-(its column constants), so it is imported only for an arm run.
+does it (the entry joins after the observation is read; zeros at an episode's start). The env's class hands it to
+the export (``ReacherTrackEnv.export_state``), so it is imported only when an arm run is exported.
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlpilot.envs.arm.env import COMMAND_COLUMNS, HISTORY_START, VELOCITY_COLUMNS
+# ``obs_history``'s place in the env's observation (it needs ``obs_last_action``: it starts after the 14 base floats)
+# and what each step's entry is made of: that step's observed joint velocities and last command (the observation's
+# columns, measured: with ``obs_noise``; :mod:`rlpilot.envs.arm.env` writes them there).
+HISTORY_START = 14
+VELOCITY_COLUMNS = slice(4, 6)
+COMMAND_COLUMNS = slice(12, 14)
 
 ENTRY = ("dq1", "dq2", "command1", "command2")
 """One step of the history: the joint velocities measured then (rad/s) and the command the motors had then."""
@@ -22,7 +27,11 @@ ENTRY = ("dq1", "dq2", "command1", "command2")
 
 class HistoryState(nn.Module):
     """Where the history sits in the env's observation (``observation_size`` floats, ``steps`` entries of
-    :data:`ENTRY` from column :data:`~rlpilot.envs.arm.env.HISTORY_START`), and the step that carries it."""
+    :data:`ENTRY` from column :data:`HISTORY_START`), and the step that carries it: what ``rlpilot export`` reads
+    through its hook (:func:`rlpilot.play.export.carried_state`)."""
+
+    kwarg = "obs_history"
+    """The env's keyword argument that appends the history (0: the env without it, to play the artifact on)."""
 
     def __init__(self, steps: int, observation_size: int):
         super().__init__()
@@ -48,6 +57,10 @@ class HistoryState(nn.Module):
         if self.steps == 1:
             return full, entry
         return full, torch.cat([entry, history[:, : self.state_size - len(ENTRY)]], dim=-1)
+
+    def wrap(self, policy: nn.Module) -> nn.Module:
+        """``policy`` with the history as its state (:class:`HistoryPolicy`)."""
+        return HistoryPolicy(policy, self)
 
     def layout(self) -> dict:
         """The manifest's description of the history part of the state."""
