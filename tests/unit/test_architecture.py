@@ -228,3 +228,85 @@ def test_no_module_imports_a_higher_layer():
 def test_only_the_loop_imports_its_lifecycle():
     importers = [name for name, targets in graph().items() if "rlpilot.loop.lifecycle" in targets]
     assert importers and all(name.startswith("rlpilot.loop.") for name in importers), importers
+
+
+# -- the arm wing and string imports ---------------------------------------------------------------
+ARM = "rlpilot.envs.arm"
+CATALOGUE = "rlpilot.envs.catalogue"
+"""The controller catalogue, above the arm: building ``pd`` / ``pid`` / ``adaptive-pd`` by name imports the arm's
+classes with import statements (they subclass the protocol's ``Controller``, which imports neither)."""
+
+
+def in_arm(module: str) -> bool:
+    return module == ARM or module.startswith(ARM + ".")
+
+
+def test_only_the_arm_and_the_controller_catalogue_import_the_arm():
+    """The arm is a wing: generic verbs and parts (export, the residual law, the protocol) reach it through hooks
+    it declares (an env class's ``export_state``, a controller's ``gate_index``), never by importing it."""
+    importers = sorted(
+        name
+        for name, targets in graph().items()
+        if not in_arm(name) and name != CATALOGUE and any(in_arm(target) for target in targets)
+    )
+    assert importers == []
+
+
+STRING_IMPORTS = {
+    "rlpilot": "the package's lazy face: its public names' modules, imported when a name is first used",
+    "rlpilot.registry": "the deliberate tables (docs/architecture.md): ALGORITHMS and TRAINABLES (the loop reaches "
+    "GRPO and the families without an upward import) and the env namespaces (rlpilot/... ids registered by "
+    "rlpilot.envs.arm.env.register_envs), imported when used so that the registry stays torch-free",
+    "rlpilot.envs.arm.env": "gymnasium's entry points (register_envs): gymnasium imports the env when it makes it",
+    "rlpilot.loop.curve_helper": "its own name, for the helper process it starts (python -m)",
+}
+"""The modules allowed to name an rlpilot module in a string, and why; nothing else does."""
+IMPORT_BY_NAME = {"rlpilot", "rlpilot.registry", "rlpilot.torchrl_import"}
+"""The modules allowed to call ``importlib.import_module`` / ``__import__`` (the tables above, a user's module,
+TorchRL's optional integrations)."""
+
+
+def string_imports() -> dict[str, list[str]]:
+    """Strings in src/rlpilot that are an rlpilot module's name (``rlpilot.x.y`` or ``rlpilot.x.y:attr``), by the
+    module holding them; and calls that import a module by name, as ``import_module(...)``."""
+    known = modules()
+    found: dict[str, list[str]] = {}
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                target = node.value.split(":")[0]
+                if target.startswith("rlpilot.") and target in known:
+                    found.setdefault(name, []).append(node.value)
+            elif isinstance(node, ast.Call):
+                call = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if call in ("import_module", "__import__"):
+                    found.setdefault(name, []).append(f"{call}(...)")
+    return found
+
+
+def test_no_string_import_stands_in_for_a_real_one():
+    """A module is imported with an import statement, where the layers allow it; a dotted name in a string only in
+    the deliberate tables (:data:`STRING_IMPORTS`), and the arm's name only in the registry's env namespaces and
+    the arm's own gymnasium registration."""
+    found = string_imports()
+    named = {name: [v for v in values if not v.endswith("(...)")] for name, values in found.items()}
+    strays = {name: values for name, values in named.items() if values and name not in STRING_IMPORTS}
+    assert strays == {}
+    by_name = sorted(name for name, values in found.items() if any(v.endswith("(...)") for v in values))
+    assert set(by_name) <= IMPORT_BY_NAME, by_name
+    naming_the_arm = sorted(
+        name for name, values in named.items() if not in_arm(name) and any(in_arm(v.split(":")[0]) for v in values)
+    )
+    assert naming_the_arm in ([], ["rlpilot.registry"]), naming_the_arm
+
+
+def test_the_string_import_finder_finds_one(tmp_path, monkeypatch):
+    package = tmp_path / "rlpilot"
+    (package / "envs" / "arm").mkdir(parents=True)
+    for path in ("__init__.py", "envs/__init__.py", "envs/arm/__init__.py", "envs/arm/catalogue.py"):
+        (package / path).write_text("")
+    (package / "controllers.py").write_text(
+        'import importlib\nARM = "rlpilot.envs.arm.catalogue"\narm = importlib.import_module(ARM)\n'
+    )
+    monkeypatch.setattr(sys.modules[__name__], "SRC", tmp_path)
+    assert string_imports() == {"rlpilot.controllers": ["rlpilot.envs.arm.catalogue", "import_module(...)"]}
