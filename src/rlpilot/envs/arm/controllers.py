@@ -143,9 +143,9 @@ class TrackPD(Controller):
     """Joint-space PD with velocity feed-forward: towards IK(reference), at the joint velocity that moves the
     fingertip with the reference (``joint_velocity``); batched, stateless."""
 
-    gain_names = ("kp", "kd")
     gate_index = ARM_ERROR_MONITOR
     """The observation entry ``env.residual_gate`` reads: the error monitor (:data:`ARM_ERROR_MONITOR`)."""
+    gain_names = ("kp", "kd")
 
     def __init__(self, kp: float = TRACK_GAINS["kp"], kd: float = TRACK_GAINS["kd"]):
         super().__init__()
