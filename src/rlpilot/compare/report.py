@@ -193,11 +193,15 @@ def ratio_chart(summary: dict, path: Path, bar: float) -> Path:
                 low.append(ratio - lo if math.isfinite(lo) else 0.0)
                 high.append(hi - ratio if math.isfinite(hi) else 0.0)
         ax.bar(x, y, width=width, label=row, yerr=[low, high], capsize=2)
+    heights = [patch.get_height() for patch in ax.patches if patch.get_height() > 0]
+    if heights and max(heights) / min(heights) > 20:  # one runaway row (a delayed PD at 100x) would flatten the rest
+        ax.set_yscale("log")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.axhline(bar, color="tab:red", linewidth=0.8, linestyle="--", label=f"bar {bar:g}x")
     ax.set_xticks(range(len(conditions)))
     ax.set_xticklabels(conditions, rotation=20, fontsize=8)
-    return finish_figure(fig, ax, path, xlabel="condition", ylabel="error / oracle's", title="Error against the oracle")
+    ylabel = "error / oracle's" + (" (log scale)" if ax.get_yscale() == "log" else "")
+    return finish_figure(fig, ax, path, xlabel="condition", ylabel=ylabel, title="Error against the oracle")
 
 
 def trace_chart(label: str, rows: dict[str, EvalResult], names: tuple[str, ...], path: Path) -> Path | None:
