@@ -544,7 +544,13 @@ def fault_soak_ray_table(path: Path) -> str:
         counts[fault["fault"]] = counts.get(fault["fault"], 0) + 1
     kills = [fault for fault in faults if fault["fault"] == "actor_kill"]
     signals = [fault for fault in faults if fault["fault"] in ("sigterm", "sigkill", "startup_signal")]
-    exits = ", ".join(f"{fault['fault']} {fault['exit']}" for fault in signals) or "-"
+    exits = (
+        ", ".join(
+            f"{fault['fault']} {fault['startup_exit'] if fault['fault'] == 'startup_signal' else fault['exit']}"
+            for fault in signals
+        )
+        or "-"
+    )  # a start-up signal: how the resume it stopped ended (the run before it was SIGKILLed to make room)
     rows = [
         ("minutes of training (2 actors of a local Ray cluster)", f"{data['minutes']:g}"),
         ("faults injected", ", ".join(f"{name} x{n}" for name, n in counts.items())),
