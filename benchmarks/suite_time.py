@@ -56,10 +56,17 @@ def main() -> int:
         for burner in burners:
             burner.kill()
     counts = pytest_counts(done.stdout + done.stderr)
+    # what failed, in pytest's short summary (a timing of a failing suite must say which test failed)
+    failures = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(("FAILED ", "ERROR "))]
     body = [
         f"make {args.target}: exit {done.returncode}, {wall_s:.1f} s wall, {args.busy} busy process(es) beside it",
         "counts: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()),
+        *failures,
     ]
+    if done.returncode:
+        log = Path(args.out).with_suffix(".log")
+        log.write_text(done.stdout[-200_000:] + done.stderr[-50_000:])
+        body.append(f"output: {log}")
     print("\n".join(body))
     data = {
         "target": args.target,
@@ -68,6 +75,7 @@ def main() -> int:
         "counts": counts,
         "busy": args.busy,
         "busy_nice": args.busy_nice,
+        "failures": failures,
     }
     stamp.write_result(args.out, header, body, data)
     return 0 if done.returncode == 0 else 1
