@@ -62,9 +62,12 @@ def numeric_options() -> list[tuple[list[str], str, Number]]:
     found = []
     for verb, parser in verbs.items():
         positionals = ["x" for a in parser._actions if not a.option_strings and a.nargs in (None, "+")]
+        required = [
+            part for a in parser._actions if a.required and a.option_strings for part in (a.option_strings[0], "x")
+        ]
         for action in parser._actions:
             if action.option_strings and action.type not in (None, str):
-                found.append(([verb, *positionals], action.option_strings[0], action.type))
+                found.append(([verb, *positionals, *required], action.option_strings[0], action.type))
     return found
 
 
