@@ -19,6 +19,7 @@ import argparse
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def main() -> int:
         *failures,
     ]
     if done.returncode:
-        log = Path(args.out).with_suffix(".log")
+        log = Path(tempfile.gettempdir()) / (Path(args.out).stem + ".log")  # not beside it: not for the repository
         log.write_text(done.stdout[-200_000:] + done.stderr[-50_000:])
         body.append(f"output: {log}")
     print("\n".join(body))
