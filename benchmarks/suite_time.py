@@ -44,6 +44,7 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="result file (.txt; a .json twin is written beside it)")
     parser.add_argument("--busy", type=int, default=0, help="processes spinning on the CPU while it runs")
     parser.add_argument("--busy-nice", type=int, default=10, help="the spinning processes' nice value")
+    parser.add_argument("--beside", default="", help="other work running beside it, in words (recorded)")
     args = parser.parse_args()
     header = stamp.header()
     # at nice 10, as a user's background work: at 0 the spinners took ~72% of each core and the suite crawled
@@ -60,7 +61,8 @@ def main() -> int:
     # what failed, in pytest's short summary (a timing of a failing suite must say which test failed)
     failures = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(("FAILED ", "ERROR "))]
     body = [
-        f"make {args.target}: exit {done.returncode}, {wall_s:.1f} s wall, {args.busy} busy process(es) beside it",
+        f"make {args.target}: exit {done.returncode}, {wall_s:.1f} s wall, {args.busy} busy process(es) beside it"
+        + (f", and {args.beside}" if args.beside else ""),
         "counts: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()),
         *failures,
     ]
@@ -77,6 +79,7 @@ def main() -> int:
         "busy": args.busy,
         "busy_nice": args.busy_nice,
         "failures": failures,
+        "beside": args.beside,
     }
     stamp.write_result(args.out, header, body, data)
     return 0 if done.returncode == 0 else 1

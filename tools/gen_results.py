@@ -611,6 +611,7 @@ def suite_time_table(_newest: Path) -> str:
         counts = ", ".join(f"{n} {kind}" for kind, n in data["counts"].items()) or "no pytest summary"
         minutes, seconds = divmod(round(data["wall_s"]), 60)
         busy = f" beside {data['busy']} busy processes" if data.get("busy") else ""
+        busy += f" beside {data['beside']}" if data.get("beside") else ""
         rows.append(
             f"| `make {data['target']}`{busy} | {minutes} min {seconds:02d} s | {counts} | exit {data['returncode']} | "
             f"{stamp_value(stamp, 'date')[:16]} | {stamp_value(stamp, 'commit')[:12]} | "
