@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # before anything imports torchrl (which imports ray when installed): local Ray clusters stay on loopback
@@ -78,3 +79,13 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+"""The example plants and controllers (``heated_tank``, ``dc_motor``), imported as a user's packages are."""
+
+
+@pytest.fixture
+def examples_on_path(monkeypatch):
+    """The examples importable, as from ``examples/`` on the command line (``pytestmark`` of a module uses it)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))

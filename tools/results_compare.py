@@ -21,13 +21,6 @@ def newest(plant: str) -> Path | None:
     return found[-1] if found else None
 
 
-def _cell(cell: dict, key: str) -> str:
-    if key not in cell:
-        return "-"
-    ratio, low, high = cell[key]
-    return f"{ratio:.2f} [{low:.2f}, {high:.2f}]" if low == low else f"{ratio:.2f}"
-
-
 def answer_block(path: Path, plant: str) -> str:
     """The answer table (one line per condition and row), the references, the figures and the stamp."""
     sys.path.insert(0, str(ROOT / "src"))

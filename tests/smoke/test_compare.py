@@ -5,23 +5,20 @@ computation, the report written, and bad input as one line."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import EXAMPLES
 from rlpilot.cli import main
 from rlpilot.stats import paired_ratio
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
 SPACE = ["--param", "kp=0.01:2:log", "--param", "ki=0.0001:0.1:log"]
 SMALL = ["--episodes", "3", "--tuning-episodes", "2", "--search", "quick", "--seed", "500"]
 
 
-@pytest.fixture(autouse=True)
-def _examples_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXAMPLES))
+pytestmark = pytest.mark.usefixtures("examples_on_path")
 
 
 def test_paired_ratio_against_a_hand_computation():

@@ -5,8 +5,6 @@ controller on top."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -14,14 +12,11 @@ from rlpilot.check.env import check_env
 from rlpilot.check.pitfalls import Probe, response_findings
 from rlpilot.config.sections import EnvConfig
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TANK = "heated_tank.plant:HeatedTank"
 PID = "heated_tank.pid:TankPID"
 
 
-@pytest.fixture(autouse=True)
-def _examples_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXAMPLES))
+pytestmark = pytest.mark.usefixtures("examples_on_path")
 
 
 def findings(env_cfg: EnvConfig) -> tuple:

@@ -4,20 +4,13 @@ tank's SIMC settings match a hand computation and its PID, so tuned, holds the n
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
 from rlpilot.conditions import UnderCondition, declared
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-@pytest.fixture(autouse=True)
-def _examples_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXAMPLES))
+pytestmark = pytest.mark.usefixtures("examples_on_path")
 
 
 def plants():

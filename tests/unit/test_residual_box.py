@@ -4,8 +4,6 @@ bit, as on a symmetric box; the symmetric case keeps the env's own box; a run an
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -14,14 +12,11 @@ import torch
 from rlpilot.config import load_config
 from rlpilot.envs.residual import correction_box
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TANK = "heated_tank.plant:HeatedTank"
 PID = "heated_tank.pid:TankPID"
 
 
-@pytest.fixture(autouse=True)
-def _examples_importable(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXAMPLES))
+pytestmark = pytest.mark.usefixtures("examples_on_path")
 
 
 def test_the_correction_box_is_the_action_box_centred_at_zero():

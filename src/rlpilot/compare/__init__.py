@@ -224,6 +224,6 @@ def compare(plan: Plan, declared: Declared, out: Path) -> dict:
 def per_episode(result: EvalResult, objective: Objective) -> dict[str, np.ndarray]:
     """The error (the objective's measure) and the effort of each episode."""
     measures = result.per_episode()
-    error = objective.per_episode(replace(result))
+    error = objective.per_episode(result)
     effort = measures.get("effort", measures.get("action_effort"))
     return {"error": error, "effort": effort if effort is not None else np.zeros_like(error)}

@@ -80,12 +80,18 @@ def summarise(plan, refs: dict, table: dict[str, dict[str, EvalResult]]) -> dict
 def _stamp(command: str) -> dict:
     """When, with what, and asked how: what makes a result file a record."""
     import platform
+    import subprocess
     import time
     from importlib.metadata import version
 
     versions = {name: version(name) for name in ("rlpilot", "torch", "gymnasium", "numpy")}
+    try:  # the checkout's commit, where there is one (an installed rlpilot has none)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S +0000", time.gmtime()),
+        "commit": commit or "unknown",
         "command": command,
         "versions": versions,
         "cpu": platform.processor() or platform.machine(),
