@@ -1,11 +1,12 @@
-"""Writes the generated result tables into README.md and docs/results.md from the stamped result files.
+"""Writes the generated result tables and figures into README.md and docs/*.md from the stamped result files.
 
     python tools/gen_results.py          # rewrite the tables between their markers
     python tools/gen_results.py --check  # exit 1 if a table differs from its result file (a unit test runs this)
 
-Each table lives between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->``; nothing between the
-markers is typed by hand. Sources: the newest ``benchmarks/results/time_to_solve-*.json`` (written by
-``benchmarks/time_to_solve.py --out``).
+Each table lives between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` in any page; nothing between
+the markers is typed by hand. Sources: the newest stamped file of each pattern in ``SOURCES`` (for example
+``benchmarks/results/time_to_solve-*.json``, written by ``benchmarks/time_to_solve.py --out``); the figures are
+drawn by ``results_figures`` and copied by ``results_compare`` into ``docs/img/``.
 """
 
 from __future__ import annotations
@@ -21,18 +22,8 @@ import results_compare  # noqa: E402  (the compare answers' blocks and figures)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-TARGETS = (
-    ROOT / "README.md",
-    ROOT / "docs" / "results.md",
-    ROOT / "docs" / "tune.md",
-    ROOT / "docs" / "robot-arm.md",
-    ROOT / "docs" / "multi-agent.md",
-    ROOT / "docs" / "pixels.md",
-    ROOT / "docs" / "llm.md",
-    ROOT / "docs" / "your-controller.md",
-    ROOT / "docs" / "distributed.md",
-    ROOT / "docs" / "replace-pid.md",
-)
+TARGETS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+"""Every page a block may live in: a block is found by its name, whichever page holds it."""
 ARM_NAMES = {
     "preset": "preset vs preset (what a user gets)",
     "same": "same settings (implementation speed)",

@@ -74,7 +74,7 @@ def stale_figures(write: bool) -> list[Path]:
 
 
 def oracle_grid_block(path: Path) -> str:
-    """docs/robot-arm.md: compare's arm oracle against every PD of the 15 x 12 log grid on each condition's tuning
+    """docs/arm-report.md: compare's arm oracle against every PD of the 15 x 12 log grid on each condition's tuning
     episodes (``benchmarks/arm_oracle_grid.py``)."""
     data = json.loads(path.read_text())
     lines = [
