@@ -165,80 +165,44 @@ def time_to_solve_table(path: Path) -> str:
     return "\n".join(lines)
 
 
-def _median_cell(runs: list[dict] | None) -> str:
+def _median_cell(runs: list[dict] | None, short: bool = False) -> str:
+    """The median over the solved seeds and how many solved (with ``short``, only where some did not)."""
     if not runs:
         return "-"
     solved = [r["train_s"] for r in runs if r["solved"]]
     if not solved:
         return f"none solved (0/{len(runs)})"
-    return f"{statistics.median(solved):.2f} s ({len(solved)}/{len(runs)})"
+    share = "" if short and len(solved) == len(runs) else f" ({len(solved)}/{len(runs)})"
+    return f"{statistics.median(solved):.2f} s{share}"
 
 
 def time_to_solve_summary(path: Path) -> str:
-    """README's short form of the time-to-solve file: one row per task, every side's median training clock,
-    rlpilot's preset against SB3 on both clocks, and which side was fastest."""
+    """README's small form of the time-to-solve file: one row per task, each side's median training clock to
+    solve (the share of seeds solved only where not all did) and SB3's per seed over rlpilot's preset. Every arm,
+    its intervals and the files' stamps are in docs/results.md (``time_to_solve``)."""
     data = json.loads(path.read_text())
     if not any("peers" in task for task in data["tasks"].values()):
         return time_to_solve_table(path)  # files from before the other peers: the table as it was
+    sides = {"rlpilot": "preset", "SB3": "sb3", "SBX": "sbx", "CleanRL-style": "cleanrl"}
     lines = [
-        "| task | rlpilot preset | rlpilot, the Zoo's settings | SB3 | SBX | CleanRL-style | rlpilot preset vs SB3: "
-        "training clock [95% CI] | whole process [95% CI] | fastest (median training clock, every seed solved) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | " + " | ".join(sides) + " | SB3 / rlpilot [95% CI] |",
+        "|---|" + "---|" * (len(sides) + 1),
     ]
     for algo, task in tasks_in_order(data):
-        results = task["results"]
-        names = [f"rlpilot-{algo}-preset", f"rlpilot-{algo}-same", f"sb3-{algo}-zoo", f"sbx-{algo}-zoo"]
-        names.append(f"cleanrl-{algo}-zoo")
-        cells = [_median_cell(results.get(name)) for name in names]
+        names = {"preset": f"rlpilot-{algo}-preset", "sb3": f"sb3-{algo}-zoo", "sbx": f"sbx-{algo}-zoo"}
+        names["cleanrl"] = f"cleanrl-{algo}-zoo"
+        cells = [_median_cell(task["results"].get(names[side]), short=True) for side in sides.values()]
         c = task["comparisons"].get("preset")
-        ratios = (
-            [f"{c[k][0]:.2f}x [{c[k][1]:.2f}-{c[k][2]:.2f}]" for k in ("train_s", "process_s")] if c else ["-", "-"]
-        )
-        best = _fastest(results, every_seed=True)
-        fastest = "-"
-        if best:
-            label = {"rlpilot": "rlpilot", "sb3": "SB3", "sbx": "SBX", "cleanrl": "CleanRL-style"}[best.split("-")[0]]
-            fastest = label + {"preset": " preset", "same": ", Zoo settings"}.get(best.split("-")[-1], "")
-        lines.append(f"| {algo.upper()} on {task['env_id']} | " + " | ".join([*cells, *ratios, fastest]) + " |")
+        ratio = f"{c['train_s'][0]:.2f}x [{c['train_s'][1]:.2f}-{c['train_s'][2]:.2f}]" if c else "-"
+        lines.append(f"| {algo.upper()} on {task['env_id']} | " + " | ".join([*cells, ratio]) + " |")
     seeds = next(iter(data["tasks"].values()))["seeds"]
     lines += [
         "",
-        f"Median seconds on the training clock to the first solved greedy evaluation (seeds solved), seeds "
-        f"{seeds[0]}-{seeds[-1]}; ratios: SB3 / rlpilot per seed (above 1: rlpilot is faster). Every arm against "
-        "every peer, with intervals: docs/results.md. " + source_line(path, data["stamp"]) + carried_line(data),
+        f"Median seconds on the training clock to the first solved greedy evaluation, seeds {seeds[0]}-{seeds[-1]}; "
+        f"rlpilot's preset against the peers with RL Zoo's settings; SB3 / rlpilot above 1: rlpilot is faster. "
+        f"Source: `{path.relative_to(ROOT)}`.",
     ]
-    # Later re-measures of the Zoo's settings join the paragraph only while they are newer than every row of the
-    # table (a table re-measured since makes them history, kept in docs/results.md).
-    oldest_row = min(
-        [stamp_value(data["stamp"], "date")] + [stamp_value(entry["stamp"], "date") for entry in carried_entries(data)]
-    )
-    for pattern, line in (
-        ("time_to_solve_compiled-*.json", compiled_same_settings_line),
-        ("time_to_solve_overhead-*.json", sbx_arm_line),
-    ):
-        later = newest(pattern)
-        if later is not None and stamp_value(json.loads(later.read_text())["stamp"], "date") > oldest_row:
-            lines[-1] += " " + line(later)
     return "\n".join(lines)
-
-
-def sbx_arm_line(path: Path) -> str:
-    """README's line on the newest ``time_to_solve_overhead`` file: rlpilot's ``sbx`` arm (the Zoo's settings and
-    SBX's computation) against SBX, training clock and whole process, per task, each with the day it was measured."""
-    data = json.loads(path.read_text())
-    day_of = {algo: stamp_value(e["stamp"], "date")[:10] for e in carried_entries(data) for algo in e["algos"]}
-    cells = []
-    for algo, task in tasks_in_order(data):
-        c = task["comparisons"].get(f"sbx/sbx-{algo}-zoo")
-        if c:
-            train, process = c["train_s"], c["process_s"]
-            day = day_of.get(algo, stamp_value(data["stamp"], "date")[:10])
-            cells.append(
-                f"{algo.upper()} {train[0]:.2f}x [{train[1]:.2f}-{train[2]:.2f}] "
-                f"(whole process {process[0]:.2f}x [{process[1]:.2f}-{process[2]:.2f}]; {day})"
-            )
-    source = path.relative_to(ROOT)
-    return f"SBX's computation (`sbx` arm) against SBX, training clock: {'; '.join(cells)} (`{source}`)."
 
 
 def update_cost_table(path: Path) -> str:
@@ -336,26 +300,6 @@ def startup_table(path: Path) -> str:
         f"{gaps}. " + source_line(path, data["stamp"]),
     ]
     return "\n".join(lines)
-
-
-def startup_line(path: Path) -> str:
-    """README's one line from benchmarks/startup.py."""
-    data = json.loads(path.read_text())
-    rows = data["rows"]
-
-    def med(name: str, key: str) -> float:
-        return statistics.median(r[key] for r in rows[name])
-
-    mid, low, high = data["first_frame_minus"]["floor"]
-    typos = [r["process_s"] for runs in rows.values() if "line" in runs[0] for r in runs]  # the one-line errors
-    first = med("rlpilot train ppo-cartpole", "ready_s")
-    return (
-        f"Start-up: `rlpilot train ppo-cartpole` collects its first frame {first:.2f} s "
-        f"after the command (median of {data['rounds']}), {mid:+.2f} s [95% CI {low:+.2f}, {high:+.2f}] over the "
-        f"`import torch, tensordict, torchrl` floor ({med('floor', 'ready_s'):.2f} s); a typo in a preset, a setting "
-        f"or an env id is one line in {min(typos):.2f}-{max(typos):.2f} s (`python benchmarks/startup.py`; "
-        "[docs/results.md](docs/results.md#start-up-the-wait-before-the-first-frame))."
-    )
 
 
 def demo_holds_table(path: Path) -> str:
@@ -1193,7 +1137,6 @@ SOURCES = {
     "arm_schedule_tuning": ("arm_schedule_tuning-*.json", arm_schedule_tuning),
     "multiagent_spread": ("multiagent_spread-*.json", multiagent_spread_table),
     "startup": ("startup-*.json", startup_table),
-    "startup_line": ("startup-*.json", startup_line),
     "time_to_solve_summary": ("time_to_solve-*.json", time_to_solve_summary),
     "time_to_solve_ppo20": ("time_to_solve_ppo20-*.json", time_to_solve_table),
     "time_to_solve_sbx": ("time_to_solve_sbx-*.json", time_to_solve_table),
@@ -1229,35 +1172,6 @@ def dc_motor_table(path: Path) -> str:
 
 
 SOURCES["dc_motor"] = ("dc_motor-*.json", dc_motor_table)
-
-
-def compiled_same_settings_line(path: Path) -> str:
-    """README's line on the Zoo's settings with compiled updates: rlpilot's ``same`` arm against SBX and SB3 on the
-    training clock, per task, from the newest ``time_to_solve_compiled`` file and its TD3 companion."""
-    tasks = dict(json.loads(path.read_text())["tasks"])
-    companion = newest("time_to_solve_compiled_td3-*.json")
-    sources = [path] + ([companion] if companion else [])
-    if companion:
-        tasks.update(json.loads(companion.read_text())["tasks"])
-    parts = {"sbx": [], "sb3": []}
-    for algo, task in tasks.items():
-        comparisons = task["comparisons"]
-        for peer in parts:  # SB3's comparisons are keyed by the arm alone (as before the other peers)
-            c = comparisons.get(f"same/{peer}-{algo}-zoo") or (comparisons.get("same") if peer == "sb3" else None)
-            if c:
-                train = c["train_s"]
-                cell = f"{algo.upper()} {train[0]:.2f}x [{train[1]:.2f}-{train[2]:.2f}]"
-                sbx_arm = comparisons.get(f"sbx/{peer}-{algo}-zoo")
-                if sbx_arm:
-                    t = sbx_arm["train_s"]
-                    cell += f" (SBX's computation: {t[0]:.2f}x [{t[1]:.2f}-{t[2]:.2f}])"
-                parts[peer].append(cell)
-    names = ", ".join(f"`{p.relative_to(ROOT)}`" for p in sources)
-    return (
-        "Re-measured after compiled updates (2026-12-03), the Zoo's settings (rlpilot's `same` arm), peer / rlpilot "
-        "training clock per seed, median [95% CI]: "
-        f"SBX {'; '.join(parts['sbx'])}; SB3 {'; '.join(parts['sb3'])} ({names}; docs/results.md)."
-    )
 
 
 def preset_compile_table(path: Path) -> str:
