@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import results_compare  # noqa: E402  (the compare answers' blocks and figures)
+import results_figures  # noqa: E402  (the figures of the result files)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -1287,6 +1288,7 @@ def main() -> int:
             if "--check" not in sys.argv:
                 target.write_text(new)
     stale += results_compare.stale_figures(write="--check" not in sys.argv)
+    stale += results_figures.stale_figures(write="--check" not in sys.argv)
     if "--check" in sys.argv and stale:
         print(
             f"stale generated tables in {', '.join(str(p.relative_to(ROOT)) for p in stale)}: "
