@@ -39,12 +39,12 @@ GUIDE = "docs/your-controller.md"
 
 class Controller(torch.nn.Module):
     """Base of the controller protocol (module docstring; docs/your-controller.md). Subclasses set
-    ``gain_names`` (schedulable gains) and, when stateful, ``state_size`` with a pure :meth:`step`."""
+    ``gain_names`` (schedulable gains) and, when stateful, ``state_size`` with a pure ``step``."""
 
     gain_names: tuple[str, ...] = ()
     """The gains a gain schedule scales, in the order of the ``gains`` columns (empty: not schedulable)."""
     state_size: int = 0
-    """Numbers of state per env (0: stateless); a stateful controller implements :meth:`step`."""
+    """Numbers of state per env (0: stateless); a stateful controller implements ``step``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -57,8 +57,8 @@ class Controller(torch.nn.Module):
         raise NotImplementedError(f"{type(self).__name__} declares state_size but implements no step()")
 
     def forward(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
-        """Stateful controllers: :meth:`step` with the state carried from call to call (zeros for a new batch
-        size or after :meth:`reset`). Stateless ones override this."""
+        """Stateful controllers: ``step`` with the state carried from call to call (zeros for a new batch
+        size or after ``reset``). Stateless ones override this."""
         if not self.state_size:
             raise NotImplementedError(f"{type(self).__name__} implements no forward(observation, gains=None)")
         if self.state is None or self.state.shape != (observation.shape[0], self.state_size):

@@ -105,7 +105,7 @@ def train_origin(
 ) -> dict:
     """How a run was asked for, as ``rlpilot train`` takes it: a preset, ``ALGO ENV`` or ``--config FILE`` (the
     path as given), then the ``--set`` overrides in order (``--seed``, ``--device`` and ``--frames`` as theirs).
-    Recorded in ``meta.json`` as ``origin``; :meth:`rlpilot.doctor.view.RunView.cmd` rebuilds the command from it."""
+    Recorded in ``meta.json`` as ``origin``; ``rlpilot.doctor.view.RunView.cmd`` rebuilds the command from it."""
     start = (
         {"config_file": config_file} if config_file else {"preset": preset} if preset else {"algo": algo, "env": env}
     )
@@ -143,7 +143,7 @@ class MetricsWriter:
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
     """Rows of ``metrics.csv`` as numbers. A file that is not one (random bytes, text that is no CSV of
-    numbers with a ``frames`` column) is a :class:`UserError` naming it."""
+    numbers with a ``frames`` column) is a ``UserError`` naming it."""
     path = Path(path)
     rows = []
     text = read_data(path, "restore it, or move it away (the curve then starts again from the checkpoint)")
@@ -168,14 +168,17 @@ class Run:
 
     @property
     def config_path(self) -> Path:
+        """``config.yaml``: the fully resolved config the run trained with."""
         return self.path / "config.yaml"
 
     @property
     def checkpoint_dir(self) -> Path:
+        """``checkpoints/``: ``last.pt`` (what a resume continues from) and ``best.pt``."""
         return self.path / "checkpoints"
 
     @property
     def curve_path(self) -> Path:
+        """``curve.png``: the training curve drawn at the end of the run (``rlpilot plot`` redraws it)."""
         return self.path / "curve.png"
 
     # -- how the run ended (from meta.json) ------------------------------------------------------
@@ -187,6 +190,7 @@ class Run:
 
     @property
     def frames(self) -> int:
+        """Environment frames collected so far (0 before the first batch)."""
         return int(self.meta().get("frames") or 0)
 
     @property
@@ -196,20 +200,26 @@ class Run:
 
     @property
     def last_eval(self) -> float | None:
+        """The latest greedy evaluation's mean return (None before the first evaluation)."""
         return self.meta().get("last_eval")
 
     @property
     def best_eval(self) -> float | None:
+        """The best greedy evaluation's mean return so far (None before the first evaluation)."""
         return self.meta().get("best_eval")
 
     @property
     def solved_at_frames(self) -> int | None:
+        """The frames at the first greedy evaluation at or above the solved threshold (None: not solved)."""
         return self.meta().get("solved_at_frames")
 
     def config(self) -> Config:
+        """The run's config, read from ``config.yaml``."""
         return load_config(config_file=self.config_path)
 
     def meta(self) -> dict:
+        """``meta.json`` as a dict: status, frames, command, versions, seed, times; a missing or damaged
+        record is a ``UserError`` that says how to recover."""
         path = self.path / "meta.json"
         try:
             meta = read_json(path, "restore it from a copy, or start a new run")
@@ -223,10 +233,12 @@ class Run:
         return meta
 
     def metrics(self) -> list[dict[str, float]]:
+        """``metrics.csv``'s rows (one per log step: ``frames``, wall time and the namespaced metrics)."""
         path = self.path / "metrics.csv"
         return read_metrics(path) if path.exists() else []
 
     def events(self) -> list[dict]:
+        """``events.jsonl``'s events (milestones, guard actions, warnings, resume points), in order."""
         path = self.path / "events.jsonl"
         if not path.exists():
             return []
@@ -240,8 +252,8 @@ class Run:
     def create(
         cls, config: Config, *, root: str | Path = "runs", path: str | Path | None = None, origin: dict | None = None
     ) -> Run:
-        """A new run directory, locked for this process (see :meth:`lock`) until :meth:`unlock`. ``origin``: how the
-        run was asked for (:func:`train_origin`), kept in ``meta.json`` so a command that retrains it (doctor's
+        """A new run directory, locked for this process (see ``lock``) until ``unlock``. ``origin``: how the
+        run was asked for (``train_origin``), kept in ``meta.json`` so a command that retrains it (doctor's
         fixes) starts it the same way: ``meta["command"]`` is the process's command line, which for a tune or
         sweep member is the tune's."""
         if path is None:
@@ -324,15 +336,18 @@ class Run:
             stale.unlink(missing_ok=True)
 
     def unlock(self) -> None:
+        """Releases the write lock ``lock`` took (nothing if this process holds none)."""
         handle = getattr(self, "_lock_handle", None)
         if handle is not None:
             handle.close()  # closing the descriptor releases the flock
             self._lock_handle = None
 
     def write_meta(self, meta: dict) -> None:
+        """Replaces ``meta.json`` atomically (a temp file, then a rename)."""
         atomic_write(self.path / "meta.json", dumps(meta, indent=2) + "\n")
 
     def update_meta(self, **changes: Any) -> None:
+        """Sets ``changes`` in ``meta.json``, the other fields kept."""
         meta = self.meta()
         meta.update(changes)
         self.write_meta(meta)
@@ -343,6 +358,7 @@ class Run:
         append_line(self.path / "events.jsonl", line)
 
     def save_config(self, config: Config) -> None:
+        """Replaces ``config.yaml`` atomically (a resume with a changed budget writes it)."""
         atomic_write(self.config_path, config.to_yaml())
 
     def truncate_metrics(self, *, after_frames: int) -> None:
@@ -385,6 +401,7 @@ class Run:
         self.events()
 
     def save_checkpoint(self, name: str, state: dict) -> Path:
+        """Writes ``state`` to ``checkpoints/NAME.pt`` atomically and returns its path."""
         import torch
 
         buffer = io.BytesIO()
@@ -394,6 +411,8 @@ class Run:
         return target
 
     def load_checkpoint(self, name: str = "last") -> dict:
+        """``checkpoints/NAME.pt`` loaded on the CPU with ``weights_only=True`` (nothing in it is executed);
+        a missing, foreign or corrupt file is a ``UserError``."""
         import torch
 
         target = self.checkpoint_dir / f"{name}.pt"

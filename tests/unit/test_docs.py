@@ -196,3 +196,16 @@ def test_measured_sections_of_the_pixel_and_llm_pages_are_generated():
         assert _tables_outside_markers(section) == [], heading
         for name in markers:
             assert f"<!-- generated:{name} -->\n|" in section, f"{name}: no generated table (run its benchmark)"
+
+
+def test_every_public_member_of_run_has_a_docstring():
+    """The API page (docs/api.md) shows ``Run`` with its members: each says what it reads or writes."""
+    import inspect
+
+    from rlpilot.runs import Run
+
+    def doc(member) -> str | None:
+        return (member.fget if isinstance(member, property) else member).__doc__
+
+    missing = [name for name, member in inspect.getmembers(Run) if not name.startswith("_") and not doc(member)]
+    assert missing == [], f"Run members without a docstring: {missing}"

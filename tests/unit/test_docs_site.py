@@ -61,3 +61,6 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
 
     for name in rlpilot.__all__:
         assert re.search(rf'id="rlpilot\.[\w.]*\b{name}"', api), f"rlpilot.{name} is missing from docs/api.md"
+    # docstrings are Markdown here: a Sphinx role (:class:`X`) would be printed as it is typed
+    leaked = re.findall(r":(?:class|func|meth|mod|data|attr):", re.sub(r"<[^>]+>", "", api))
+    assert not leaked, f"raw Sphinx roles on the API page: {leaked}"

@@ -83,7 +83,7 @@ def evaluate(
 
     Round ``k`` resets with ``seed + k * num_envs``, so the same seed gives the same episodes. ``seeds``: one
     round, env ``i`` reset with ``seeds[i]`` (candidates side by side on the same episodes). ``trace``: step info
-    entries recorded at every step of the first round (:attr:`EvalResult.trace`).
+    entries recorded at every step of the first round (``EvalResult.trace``).
     """
     vector_env = env.base_env.vector_env
     read = observation_reader(env)

@@ -36,9 +36,9 @@ def train(
     ray: str | None = None,
     origin: dict | None = None,
 ) -> Run:
-    """Trains ``config`` in a new run directory; the returned :class:`Run` says how it ended. ``ray``: a Ray
+    """Trains ``config`` in a new run directory; the returned ``Run`` says how it ended. ``ray``: a Ray
     cluster address or ``local``, where ``collect.workers`` actors collect (docs/distributed.md). ``origin``: how
-    the run was asked for (:func:`rlpilot.runs.train_origin`), recorded in ``meta.json``."""
+    the run was asked for (``rlpilot.runs.train_origin``), recorded in ``meta.json``."""
     config.validate()
     _check_remote(config, ray)
     lifecycle.check_memory(config)  # envs, buffers and networks that cannot fit: refused before anything is allocated
@@ -67,9 +67,9 @@ def resume(
 ) -> Run:
     """Continues a run from ``checkpoints/last.pt``: same config, same curve (rows after the checkpoint
     are dropped from ``metrics.csv``, since those frames are collected again). A run killed before its first
-    checkpoint starts again from frame 0 (:func:`_forget_killed_attempt`). ``total_frames`` and ``overrides``
-    may change the budget, the stop rule and the intervals (:data:`lifecycle.RESUMABLE`); an ended run goes
-    on when they leave it something to do (:func:`_continue_ended`)."""
+    checkpoint starts again from frame 0. ``total_frames`` and ``overrides`` may change the budget, the stop
+    rule and the intervals (the settings ``lifecycle.RESUMABLE`` names); an ended run goes on when they leave it
+    something to do."""
     stopping.clear()
     with stopping.stop_on_signals(immediate=True):  # a signal while loading and building stops it at once
         run = load_run(path)
