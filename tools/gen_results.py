@@ -805,7 +805,7 @@ def robot_arm_answer(path: Path) -> str:
         f"\n\nRatios of mean tracking RMSE to the fine oracle's on the same {data['episodes']} evaluation episodes "
         "per cell (the named conditions, played alike by both; the randomised arm draws its dynamics differently in "
         "each and is in compare's table below as `sampled`); the RL rows are the IQM over their held-out training "
-        "seeds. The rows: "
+        "seeds. "
         + source_line(path, data["stamp"])
         + f" The fine oracle and the robust PD: `{answer.parent.relative_to(ROOT)}/`."
     )
