@@ -44,12 +44,16 @@ def stamp_value(stamp: list[str], key: str) -> str:
     return "?"
 
 
+def shown(path: Path) -> Path:
+    """``path`` as a page names it: relative to the repository where it is inside it."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def source_line(path: Path, stamp: list[str]) -> str:
     """Where a table's numbers come from: the file, its commit, date, load and command."""
     load = stamp_value(stamp, "load at start").split(" (")[0]
-    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     return (
-        f"Source: `{shown}` (commit {stamp_value(stamp, 'commit')[:12]}, "
+        f"Source: `{shown(path)}` (commit {stamp_value(stamp, 'commit')[:12]}, "
         f"{stamp_value(stamp, 'date')}, load at start {load}); command: `{stamp_value(stamp, 'command')}`."
     )
 
@@ -758,14 +762,15 @@ ANSWER_VERDICTS = {  # the rows the bar is asked of: (label, question, whether t
 }
 
 
-def robot_arm_answer(path: Path) -> str:
+def robot_arm_answer(path: Path, answer: Path | None = None) -> str:
     """docs/robot-arm.md's answer, per condition, against the **fine oracle** of ``rlpilot compare`` (the newest
     ``compare-arm-*/compare.json``: the PD searched continuously per condition): each row of the benchmark script's
     comparison as the ratio of its mean tracking RMSE to the oracle's, on the same 100 evaluation episodes (the two
     play the same episodes: their PD and adaptive-pd rows agree to 4-5 digits), and whether the rows the question is
-    asked of meet the bar (at most 1.2x the oracle, below compare's robust PD)."""
+    asked of meet the bar (at most 1.2x the oracle, below compare's robust PD). ``answer``: that compare.json
+    (default: the newest)."""
     data = json.loads(path.read_text())
-    answer = results_compare.newest("arm")
+    answer = answer or results_compare.newest("arm")
     if answer is None:
         return "No `rlpilot compare` answer for the arm yet (benchmarks/results/compare-arm-*/compare.json)."
     compared = json.loads(answer.read_text())
@@ -805,9 +810,7 @@ def robot_arm_answer(path: Path) -> str:
         f"\n\nRatios of mean tracking RMSE to the fine oracle's on the same {data['episodes']} evaluation episodes "
         "per cell (the named conditions, played alike by both; the randomised arm draws its dynamics differently in "
         "each and is in compare's table below as `sampled`); the RL rows are the IQM over their held-out training "
-        "seeds. "
-        + source_line(path, data["stamp"])
-        + f" The fine oracle and the robust PD: `{answer.parent.relative_to(ROOT)}/`."
+        "seeds. " + source_line(path, data["stamp"]) + f" The fine oracle and the robust PD: `{shown(answer.parent)}/`."
     )
 
 
