@@ -89,3 +89,40 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 def examples_on_path(monkeypatch):
     """The examples importable, as from ``examples/`` on the command line (``pytestmark`` of a module uses it)."""
     monkeypatch.syspath_prepend(str(EXAMPLES))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """The tests that share a module-scoped fixture (a comparison tuned once, an artifact exported once) run in one
+    test process (``xdist_group`` named after the module), so the fixture is built once, not once per process that
+    happens to draw one of them. A test already in a group (``ray``) stays in it."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group"):
+            continue
+        shared = any(
+            definition.scope == "module"
+            for name in info.names_closure
+            for definition in info.name2fixturedefs.get(name, ())
+        )
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+    _group_suffix(config, items)
+
+
+def _group_suffix(config, items) -> None:
+    """``--dist loadgroup`` sends the tests of one ``xdist_group`` to one test process by the ``@group`` suffix a
+    test process adds to their node ids. pytest-xdist 3.8 adds it to ``item._nodeid``, which pytest 9 no longer
+    reads (a node's id is ``item._id``): no group was kept together (the ``ray`` tests each started a cluster in
+    both processes). The suffix, as pytest-xdist writes it, where pytest reads it."""
+    if not getattr(config.option, "loadgroup", False):  # set in the test processes of --dist loadgroup
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        )
+        if names and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")

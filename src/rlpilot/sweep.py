@@ -141,6 +141,67 @@ def _run_job(job: Job) -> str:
     return run_member(job.preset, job.overrides, job.seed, job.path).status
 
 
+@dataclass
+class SweepPlan:
+    """One sweep's members, checked and named, before any of them runs."""
+
+    preset: str
+    out: Path
+    base: list[str]
+    grid_points: list[list[str]]
+    seeds: list[int]
+    jobs: list[Job]
+    record: dict
+
+
+def plan_sweep(
+    preset: str,
+    *,
+    seeds: int,
+    grid: list[str],
+    out: str | Path,
+    overrides: list[str] | None = None,
+    seed_start: int = 0,
+) -> SweepPlan:
+    """The sweep's members (every grid point x seed), each combination's config checked before anything starts."""
+    base = overrides or []
+    parsed = parse_grid(grid, base)
+    count = math.prod(len(values) for _, values in parsed)  # before listing them: a grid can multiply to billions
+    refuse_runs(count * seeds, f"--seeds {seeds} x {count:,} grid point(s)", "--seeds or the --grid values")
+    grid_points = points(parsed)
+    for point in grid_points:  # validate every combination before starting anything
+        load_config(preset, overrides=[*base, *point])
+    out = Path(out)
+    seed_list = list(range(seed_start, seed_start + seeds))
+    jobs = [
+        Job(preset, [*base, *point], seed, out / point_name(point) / f"s{seed}")
+        for point in grid_points
+        for seed in seed_list
+    ]
+    names = [point_name(point) for point in grid_points]
+    if len(set(names)) < len(names):
+        raise UserError(f"--grid {' '.join(grid)}: two grid points would share a folder name; use distinct values")
+    record = {"preset": preset, "seeds": seeds, "seed_start": seed_start, "grid": grid, "overrides": base}
+    return SweepPlan(preset, out, base, grid_points, seed_list, jobs, record)
+
+
+def run_plans(plans: list[SweepPlan], workers: int, ray: str | None = None) -> list[dict]:
+    """Every plan's members on ONE local process pool (or one Ray session), so that a worker's start (its imports,
+    seconds) is paid once per worker, not once per sweep; each sweep locked in its folder and summarised."""
+    with contextlib.ExitStack() as stack:
+        for plan in plans:
+            stack.enter_context(sweep_lock(plan.out))
+            atomic_write(plan.out / "sweep.json", dumps(plan.record, indent=2) + "\n")
+        jobs = [job for plan in plans for job in plan.jobs]
+        bases = [plan.base for plan in plans for _ in plan.jobs]
+        named = len(plans) > 1
+        if ray is None:
+            _run_local(jobs, workers, bases, named)
+        else:
+            _run_ray(jobs, workers, bases, ray, named)
+        return [summarize(plan.out, plan.grid_points, plan.seeds) for plan in plans]
+
+
 def run_sweep(
     preset: str,
     *,
@@ -154,30 +215,8 @@ def run_sweep(
 ) -> dict:
     """Runs the sweep on a local process pool, or on Ray (``ray``: a cluster address, or ``local``); seeds
     ``seed_start`` .. ``seed_start + seeds - 1``."""
-    base = overrides or []
-    parsed = parse_grid(grid, base)
-    count = math.prod(len(values) for _, values in parsed)  # before listing them: a grid can multiply to billions
-    refuse_runs(count * seeds, f"--seeds {seeds} x {count:,} grid point(s)", "--seeds or the --grid values")
-    grid_points = points(parsed)
-    for point in grid_points:  # validate every combination before starting anything
-        load_config(preset, overrides=[*base, *point])
-    out = Path(out)
-    jobs = [
-        Job(preset, [*base, *point], seed, out / point_name(point) / f"s{seed}")
-        for point in grid_points
-        for seed in range(seed_start, seed_start + seeds)
-    ]
-    names = [point_name(point) for point in grid_points]
-    if len(set(names)) < len(names):
-        raise UserError(f"--grid {' '.join(grid)}: two grid points would share a folder name; use distinct values")
-    with sweep_lock(out):
-        record = {"preset": preset, "seeds": seeds, "seed_start": seed_start, "grid": grid, "overrides": base}
-        atomic_write(out / "sweep.json", dumps(record, indent=2) + "\n")
-        if ray is None:
-            _run_local(jobs, workers, base)
-        else:
-            _run_ray(jobs, workers, base, ray)
-        return summarize(out, grid_points, list(range(seed_start, seed_start + seeds)))
+    plan = plan_sweep(preset, seeds=seeds, grid=grid, out=out, overrides=overrides, seed_start=seed_start)
+    return run_plans([plan], workers, ray)[0]
 
 
 @contextlib.contextmanager
@@ -205,8 +244,9 @@ def sweep_lock(out: Path):
         handle.close()
 
 
-def _report(job: Job, base: list[str], status: str) -> None:
-    print(f"  {point_name(job.overrides[len(base) :])} seed {job.seed}: {status}", flush=True)
+def _report(job: Job, base: list[str], status: str, named: bool = False) -> None:
+    preset = f"{job.preset} " if named else ""
+    print(f"  {preset}{point_name(job.overrides[len(base) :])} seed {job.seed}: {status}", flush=True)
 
 
 def die_with_parent() -> None:
@@ -277,22 +317,25 @@ def run_in_processes(
     pool.shutdown(wait=True)
 
 
-def _run_local(jobs: list[Job], workers: int, base: list[str]) -> None:
+def _run_local(jobs: list[Job], workers: int, bases: list[list[str]], named: bool) -> None:
     run_in_processes(
-        [(_run_job, (job,)) for job in jobs], workers, lambda index, status: _report(jobs[index], base, status)
+        [(_run_job, (job,)) for job in jobs],
+        workers,
+        lambda index, status: _report(jobs[index], bases[index], status, named),
     )
 
 
-def _run_ray(jobs: list[Job], workers: int, base: list[str], address: str) -> None:
+def _run_ray(jobs: list[Job], workers: int, bases: list[list[str]], address: str, named: bool) -> None:
     """One Ray task per run (:func:`ray_session`)."""
     with ray_session(address, workers) as ray:
         remote = ray.remote(num_cpus=1)(_run_job)
-        pending = {remote.remote(job): job for job in jobs}
+        pending = {remote.remote(job): index for index, job in enumerate(jobs)}
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
-                    _report(pending.pop(ref), base, ray.get(ref))
+                    index = pending.pop(ref)
+                    _report(jobs[index], bases[index], ray.get(ref), named)
         except BaseException:  # a signal: the tasks stop too (a cancelled run resumes from its last checkpoint)
             for ref in pending:
                 ray.cancel(ref)
@@ -424,18 +467,19 @@ def run_bench(
     chosen = presets or bench_presets()
     refuse_runs(len(chosen) * seeds, f"--seeds {seeds} x {len(chosen)} preset(s)", "--seeds or --presets")
     load_start, revisions = os.getloadavg(), set()
-    for preset in chosen:
-        config = load_config(preset, overrides=list(overrides or []))
-        sweep = run_sweep(
+    plans = [
+        plan_sweep(
             preset,
             seeds=seeds,
             grid=[],
             out=out / preset,
-            workers=workers,
-            ray=ray,
             seed_start=seed_start,
             overrides=[f"train.evals_after_solved={BENCH_EVALS_AFTER_SOLVED}", *(overrides or [])],
         )
+        for preset in chosen
+    ]
+    for preset, sweep in zip(chosen, run_plans(plans, workers, ray)):  # every preset's runs on one pool
+        config = load_config(preset, overrides=list(overrides or []))
         row = sweep["rows"][0]
         stays = "-" if row["stays_solved"] is None else f"{row['stays_solved']:.2f}"
         lines.append(

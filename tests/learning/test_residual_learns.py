@@ -52,6 +52,8 @@ def test_a_learned_gain_schedule_tames_the_delayed_pd(tmp_path):
     assert learned.final["effort"].mean() < pd.final["effort"].mean()
 
 
+@pytest.mark.slow  # ~30 s of learning; its pipeline (history, gain schedule, export) has fast tests in
+# tests/smoke/test_arm_history_export.py, and the gain schedule's learning test above stays in make test
 def test_the_adaptive_student_learns_from_its_history_alone(tmp_path):
     """ppo-reacher-track-adaptive (the gain schedule on the PD from 8 steps of measured history, issue 37) in a short
     run (~35 s): under randomised dynamics, the median of its greedy tracking errors after the first evaluation is at

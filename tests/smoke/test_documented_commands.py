@@ -61,8 +61,8 @@ BUDGET = {
 """The small budget each verb gets: the option set (replaced when the command gives it)."""
 BUDGET_SETS = {
     "train": ["train.eval_episodes=2"],
-    "sweep": ["train.total_frames=1"],
-    "bench": ["train.total_frames=1"],
+    "sweep": ["train.total_frames=1", "train.eval_episodes=2"],
+    "bench": ["train.total_frames=1", "train.eval_episodes=2"],
     "tune": ["train.total_frames=1"],
 }
 SLOW_STEPS = {  # CarRacing steps ~1 ms a frame and its CNN is large: smaller batches and short episodes (as in
