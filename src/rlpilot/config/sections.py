@@ -117,6 +117,13 @@ class EnvConfig:
     frame_skip: int = positive(1)
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""
+    history: int = between(0, 0, 64)
+    """Append the last this many steps of ``[the env's observation then, the action the plant received then]``
+    to every observation, newest first, zeros at an episode's start (``rlpilot.envs.history``): a policy that
+    must tell plants apart (a gain, a dead time) sees how the plant answered. Any env with a flat Box observation
+    and Box actions; under ``base_controller`` the action recorded is the controller's law as the plant got it.
+    ``rlpilot export`` carries the history as the artifact's state, so the artifact takes the env's observation
+    alone. 0: off."""
 
     def gate_problem(self) -> str | None:
         """What is wrong with ``residual_gate`` here (one line), or None. Checked when a config is read and

@@ -37,6 +37,7 @@ from rlpilot.bounds import FLOAT_BYTES, Allocation
 from rlpilot.conditions import Declared, UnderCondition, require
 from rlpilot.config.sections import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
+from rlpilot.envs.history import ObservationHistory, history_problem
 from rlpilot.envs.native import NativeEnv, make_native_vector_env
 from rlpilot.envs.pixels import FrameReader, frame_stack_transform, frame_transforms, is_image_spec
 from rlpilot.errors import UserError
@@ -109,6 +110,8 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
         raise UserError(
             f"env.condition: env.backend={backend} plays {env_cfg.id} without conditions; use env.backend=sync"
         )
+    if env_cfg.history and backend in ("native", "numpy"):
+        raise UserError(f"env.history: env.backend={backend} has no history; use env.backend=sync")
     if backend == "native":  # torch tensors on the CPU; make_env puts them on the run's device
         return make_native_vector_env(
             env_cfg.id, num_envs, max_episode_steps=env_cfg.max_episode_steps, kwargs=env_cfg.kwargs
@@ -119,7 +122,8 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             f"(available: {', '.join(NUMPY_VECTOR_ENVS)}); use env.backend=sync"
         )
     with construction_errors(env_cfg):
-        if numpy_class is not None and backend in ("auto", "numpy") and not env_cfg.kwargs and not conditioned:
+        numpy_ok = not env_cfg.kwargs and not conditioned and not env_cfg.history
+        if numpy_class is not None and backend in ("auto", "numpy") and numpy_ok:
             max_steps = env_cfg.max_episode_steps or gym.spec(env_cfg.id).max_episode_steps
             return numpy_class(num_envs=num_envs, max_episode_steps=max_steps)
         sample = None
@@ -141,6 +145,11 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             vector_env = gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
     check_action_space(vector_env.single_action_space, env_cfg.id, close=vector_env.close)
     check_observation_space(vector_env.single_observation_space, env_cfg.id, close=vector_env.close)
+    if env_cfg.history:  # under the base controller: it records what the plant received
+        if problem := history_problem(vector_env.single_observation_space, vector_env.single_action_space):
+            vector_env.close()
+            raise UserError(problem)
+        vector_env = ObservationHistory(vector_env, env_cfg.history)
     if env_cfg.base_controller != "none":
         vector_env = residual_vector_env(vector_env, env_cfg)
     return vector_env
@@ -165,6 +174,9 @@ def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) ->
             gains=env_cfg.residual_mode == "gains",
         )
         law = ResidualLaw.from_config(env_cfg, controller, vector_env.single_observation_space)
+        if isinstance(vector_env, ObservationHistory) and isinstance(law.signal, int) and law.signal < 0:
+            if env_cfg.residual_gate_index is None:  # the controller's entry counted from the env's own end
+                law = replace(law, signal=vector_env.observation_size + law.signal)
         return ResidualVectorEnv(vector_env, controller, law, env_cfg.base_controller)
     except UserError:
         vector_env.close()
@@ -265,6 +277,10 @@ def env_allocations(env_cfg: EnvConfig, *, steps_per_env: int, section: str, eva
     collected batches, the replay buffer, the env objects; and the observation and action sizes the networks
     are built for. ``section``: the config section of ``steps_per_env`` and ``buffer_size``."""
     observation_space, action_space = single_spaces(env_cfg)
+    if env_cfg.history and history_problem(observation_space, action_space) is None:  # the columns it appends
+        width = observation_space.shape[0] + int(np.prod(action_space.shape))
+        high = np.full(width * (env_cfg.history + 1) - int(np.prod(action_space.shape)), np.inf, np.float32)
+        observation_space = gym.spaces.Box(-high, high, dtype=np.float32)
     per_frame = 2 * observation_bytes(env_cfg, observation_space) + PER_FRAME_EXTRA_BYTES  # observation and next
     frames = env_cfg.num_envs * steps_per_env
     envs = env_cfg.num_envs + eval_envs
