@@ -162,6 +162,12 @@ class ModelConfig:
     parameters (``rlpilot/ReacherTrack-v0``'s ``obs_privileged``) and so acts the same way all episode; a
     deployable actor reads only what is measured while its critic also reads what the simulator knows. Empty:
     every entry (the usual)."""
+    fallback_margin: float = at_least(0.0, 0.0)
+    """PPO, continuous actions: a safe fallback off the training distribution. The actor carries the range of the
+    (normalised) observations it was trained on (set by ``rlpilot train adapt`` from its DAgger data, docs/adapt.md);
+    where any entry lies beyond that range by more than this many of its standard deviations, the actor's mean is 0:
+    under ``env.residual_mode=gains`` the base controller as built (the robust gains). Plain torch operations:
+    part of the exported artifact. 0: off (an actor without the statistics)."""
 
 
 @dataclass

@@ -99,13 +99,15 @@ def declaration(env_cfg: EnvConfig, *, option: str = "--condition") -> Declared:
         probe.close()
 
 
-def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
+def make_vector_env(env_cfg: EnvConfig, num_envs: int, conditions: list[dict] | None = None) -> gym.vector.VectorEnv:
     """A gymnasium vector env with autoreset DISABLED (resets are driven by the caller).
 
-    ``env.backend=native``: a :class:`rlpilot.envs.native.NativeVectorEnv` (same API, torch tensors)."""
+    ``env.backend=native``: a :class:`rlpilot.envs.native.NativeVectorEnv` (same API, torch tensors).
+    ``conditions``: one condition per env (``num_envs`` of them), env ``i`` playing every episode under
+    ``conditions[i]`` over ``env.condition`` (a teacher's table of plants, :mod:`rlpilot.adapt`)."""
     numpy_class = NUMPY_VECTOR_ENVS.get(env_cfg.id)
     backend = env_cfg.backend
-    conditioned = bool(env_cfg.condition) or env_cfg.condition_sampled
+    conditioned = bool(env_cfg.condition) or env_cfg.condition_sampled or bool(conditions)
     if conditioned and backend in ("native", "numpy"):
         raise UserError(
             f"env.condition: env.backend={backend} plays {env_cfg.id} without conditions; use env.backend=sync"
@@ -132,17 +134,20 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             env_cfg = replace(env_cfg, condition=declared.checked(env_cfg.condition))
             if env_cfg.condition_sampled:
                 sample = {k: v for k, v in declared.ranges.items() if k not in env_cfg.condition}
-        thunk = _make_single(env_cfg, sample)
+        thunks = [_make_single(env_cfg, sample)] * num_envs
+        if conditions is not None:
+            if len(conditions) != num_envs:
+                raise ValueError(f"{len(conditions)} conditions for {num_envs} envs")
+            own = [declared.checked(dict(c), option="condition") for c in conditions]
+            thunks = [_make_single(replace(env_cfg, condition={**env_cfg.condition, **c}), sample) for c in own]
         if backend == "async":
-            thunk().close()  # a missing dependency fails here, with its own message, not in a worker
+            thunks[0]().close()  # a missing dependency fails here, with its own message, not in a worker
             # fork, not TorchRL's global "spawn": a spawned worker re-imports torch and torchrl before its
             # first step (24 s to start 2 MinAtar workers on this machine, 3 s forked); workers run
             # only the gymnasium env, never torch.
-            vector_env = gym.vector.AsyncVectorEnv(
-                [thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED, context="fork"
-            )
+            vector_env = gym.vector.AsyncVectorEnv(thunks, autoreset_mode=AutoresetMode.DISABLED, context="fork")
         else:
-            vector_env = gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
+            vector_env = gym.vector.SyncVectorEnv(thunks, autoreset_mode=AutoresetMode.DISABLED)
     check_action_space(vector_env.single_action_space, env_cfg.id, close=vector_env.close)
     check_observation_space(vector_env.single_observation_space, env_cfg.id, close=vector_env.close)
     if env_cfg.history:  # under the base controller: it records what the plant received
@@ -447,3 +452,11 @@ def to_numpy(value) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     return np.asarray(value)
+
+
+def set_obs_norm(env: TransformedEnv, stats: dict) -> None:
+    """``env``'s ``ObservationNorm`` (an env of ``env.normalize_obs``) set to ``stats`` (``loc``, ``scale``) in place:
+    statistics measured elsewhere (``rlpilot train adapt`` fits them on its DAgger data)."""
+    norm = next(t for t in env.transform if isinstance(t, ObservationNorm))
+    norm.loc.copy_(stats["loc"].to(norm.loc.device))
+    norm.scale.copy_(stats["scale"].to(norm.scale.device))
