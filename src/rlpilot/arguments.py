@@ -136,8 +136,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frame", metavar="PNG", help="image observations: where to write the sample frame")
 
     p = verbs.add_parser("train", help="train a preset, or an algorithm on any env")
-    p.add_argument("target", nargs="?", metavar="PRESET|ALGO", help="a preset (rlpilot presets) or an algorithm name")
-    p.add_argument("env", nargs="?", metavar="ENV", help="env id when the first argument is an algorithm")
+    p.add_argument(
+        "target",
+        nargs="?",
+        metavar="PRESET|ALGO|adapt",
+        help="a preset (rlpilot presets), an algorithm name, or adapt (learned adaptation of --controller)",
+    )
+    p.add_argument("env", nargs="?", metavar="ENV", help="env id when the first argument is an algorithm or adapt")
+    p.add_argument("--controller", metavar="NAME", help="train adapt: your controller, package.module:Class")
+    p.add_argument("--controller-kwargs", metavar="YAML", help="train adapt: its arguments that are not searched")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=LOW:HIGH[:log]",
+        help="train adapt: a constructor argument the references search, and its range (repeatable)",
+    )
     p.add_argument(
         "--set",
         action="append",

@@ -1,8 +1,7 @@
 """The ``rlpilot`` command: verbs -> library calls; known errors -> one line and exit code 2.
 
-Only argparse, the config module and the registry (no torch) are imported at start, so ``--help``,
-``presets``, unknown names and argument errors answer in well under a second; each verb imports what
-it needs.
+Only argparse, the config module and the registry (no torch) are imported at start, so ``--help``, ``presets``,
+unknown names and argument errors answer in well under a second; each verb imports what it needs.
 """
 
 from __future__ import annotations
@@ -151,6 +150,10 @@ def _train_config(args: argparse.Namespace):
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.target == "adapt":  # learned adaptation of a controller (docs/adapt.md)
+        from rlpilot.adapt.command import run as train_adapt
+
+        return train_adapt(args)
     config = origin = None
     if args.resume:
         if args.target or args.seed is not None or args.device or args.run_dir or args.config:

@@ -200,8 +200,15 @@ class Page:
         return str(matching[-1].relative_to(self.folder)) + (f"/{rest}" if rest else "")
 
 
+ADAPT_SETS = [f"adapt.{item}" for item in ("conditions=2", "tuning_episodes=1", "search=quick", "robust_search=quick")]
+ADAPT_SETS += ["adapt.iterations=1", "adapt.episodes=1", "adapt.epochs=1", "env.max_episode_steps=20"]
+"""``train adapt`` builds its own budget (no ``--frames``): two plants, one short episode, one DAgger iteration."""
+
+
 def _with_budget(argv: list[str], page: Page) -> list[str]:
     verb = argv[0]
+    if argv[:2] == ["train", "adapt"]:
+        return argv + [arg for item in [*ADAPT_SETS, "train.eval_episodes=2"] for arg in ("--set", item)]
     budget = list(BUDGET.get(verb, []))
     if verb == "train" and "--resume" in argv:
         from rlpilot.runs import load_run

@@ -167,7 +167,7 @@ LAYERS = [
     (
         "verbs",
         ["rlpilot.check", "rlpilot.play", "rlpilot.doctor", "rlpilot.sweep", "rlpilot.tune"]
-        + ["rlpilot.reference", "rlpilot.compare"],
+        + ["rlpilot.reference", "rlpilot.compare", "rlpilot.adapt"],
     ),
     ("the loop", ["rlpilot.loop"]),
     ("training families", ["rlpilot.loop.trainable", "rlpilot.control", "rlpilot.multiagent", "rlpilot.llm"]),

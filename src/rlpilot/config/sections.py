@@ -117,6 +117,13 @@ class EnvConfig:
     frame_skip: int = positive(1)
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""
+    history: int = between(0, 0, 64)
+    """Append the last this many steps of ``[the env's observation then, the action the plant received then]``
+    to every observation, newest first, zeros at an episode's start (``rlpilot.envs.history``): a policy that
+    must tell plants apart (a gain, a dead time) sees how the plant answered. Any env with a flat Box observation
+    and Box actions; under ``base_controller`` the action recorded is the controller's law as the plant got it.
+    ``rlpilot export`` carries the history as the artifact's state, so the artifact takes the env's observation
+    alone. 0: off."""
 
     def gate_problem(self) -> str | None:
         """What is wrong with ``residual_gate`` here (one line), or None. Checked when a config is read and
@@ -155,6 +162,12 @@ class ModelConfig:
     parameters (``rlpilot/ReacherTrack-v0``'s ``obs_privileged``) and so acts the same way all episode; a
     deployable actor reads only what is measured while its critic also reads what the simulator knows. Empty:
     every entry (the usual)."""
+    fallback_margin: float = at_least(0.0, 0.0)
+    """PPO, continuous actions: a safe fallback off the training distribution. The actor carries the range of the
+    (normalised) observations it was trained on (set by ``rlpilot train adapt`` from its DAgger data, docs/adapt.md);
+    where any entry lies beyond that range by more than this many of its standard deviations, the actor's mean is 0:
+    under ``env.residual_mode=gains`` the base controller as built (the robust gains). Plain torch operations:
+    part of the exported artifact. 0: off (an actor without the statistics)."""
 
 
 @dataclass

@@ -222,6 +222,39 @@ class GaussianHead(nn.Module):
         return loc, self.log_std.exp().expand_as(loc)
 
 
+class Envelope(nn.Module):
+    """``body`` with a safe fallback (``model.fallback_margin``): where any input entry lies outside
+    ``[low, high]`` (the range of the inputs it was trained on, widened by ``margin`` standard deviations each way),
+    the output is 0, the actor's mean at the middle of its action box: under a gain schedule, the base controller
+    as built. Why the range and not a distance: every input the student was trained on is inside it by construction
+    (no fallback where it was taught), a plant beyond what it was taught shows as an error, a temperature or an
+    action history outside what any taught plant produced, and the test is a comparison per entry, which exports as
+    plain torch operations. Unarmed (``armed`` 0: no statistics yet) it is ``body`` exactly."""
+
+    def __init__(self, body: nn.Module, width: int, margin: float):
+        super().__init__()
+        self.body, self.margin = body, float(margin)
+        self.register_buffer("low", torch.zeros(width))
+        self.register_buffer("high", torch.zeros(width))
+        self.register_buffer("armed", torch.zeros(()))
+
+    def fit(self, inputs: torch.Tensor) -> None:
+        """Arms the envelope on ``inputs`` (``[N, width]``, what the actor is trained on)."""
+        spread = self.margin * inputs.std(0)
+        self.low.copy_(inputs.min(0).values - spread)
+        self.high.copy_(inputs.max(0).values + spread)
+        self.armed.fill_(1.0)
+
+    def outside(self, observation: torch.Tensor) -> torch.Tensor:
+        """``[..., 1]``: True where the fallback acts."""
+        beyond = ((observation < self.low) | (observation > self.high)).any(-1, keepdim=True)
+        return beyond & (self.armed > 0)
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        out = self.body(observation)
+        return torch.where(self.outside(observation), torch.zeros_like(out), out)
+
+
 class GreedyActor(nn.Module):
     """Deterministic action from a policy network, as the env takes it (what evaluation and export run).
 

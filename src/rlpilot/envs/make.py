@@ -37,6 +37,7 @@ from rlpilot.bounds import FLOAT_BYTES, Allocation
 from rlpilot.conditions import Declared, UnderCondition, require
 from rlpilot.config.sections import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
+from rlpilot.envs.history import ObservationHistory, history_problem
 from rlpilot.envs.native import NativeEnv, make_native_vector_env
 from rlpilot.envs.pixels import FrameReader, frame_stack_transform, frame_transforms, is_image_spec
 from rlpilot.errors import UserError
@@ -98,17 +99,21 @@ def declaration(env_cfg: EnvConfig, *, option: str = "--condition") -> Declared:
         probe.close()
 
 
-def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
+def make_vector_env(env_cfg: EnvConfig, num_envs: int, conditions: list[dict] | None = None) -> gym.vector.VectorEnv:
     """A gymnasium vector env with autoreset DISABLED (resets are driven by the caller).
 
-    ``env.backend=native``: a :class:`rlpilot.envs.native.NativeVectorEnv` (same API, torch tensors)."""
+    ``env.backend=native``: a :class:`rlpilot.envs.native.NativeVectorEnv` (same API, torch tensors).
+    ``conditions``: one condition per env (``num_envs`` of them), env ``i`` playing every episode under
+    ``conditions[i]`` over ``env.condition`` (a teacher's table of plants, :mod:`rlpilot.adapt`)."""
     numpy_class = NUMPY_VECTOR_ENVS.get(env_cfg.id)
     backend = env_cfg.backend
-    conditioned = bool(env_cfg.condition) or env_cfg.condition_sampled
+    conditioned = bool(env_cfg.condition) or env_cfg.condition_sampled or bool(conditions)
     if conditioned and backend in ("native", "numpy"):
         raise UserError(
             f"env.condition: env.backend={backend} plays {env_cfg.id} without conditions; use env.backend=sync"
         )
+    if env_cfg.history and backend in ("native", "numpy"):
+        raise UserError(f"env.history: env.backend={backend} has no history; use env.backend=sync")
     if backend == "native":  # torch tensors on the CPU; make_env puts them on the run's device
         return make_native_vector_env(
             env_cfg.id, num_envs, max_episode_steps=env_cfg.max_episode_steps, kwargs=env_cfg.kwargs
@@ -119,7 +124,8 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             f"(available: {', '.join(NUMPY_VECTOR_ENVS)}); use env.backend=sync"
         )
     with construction_errors(env_cfg):
-        if numpy_class is not None and backend in ("auto", "numpy") and not env_cfg.kwargs and not conditioned:
+        numpy_ok = not env_cfg.kwargs and not conditioned and not env_cfg.history
+        if numpy_class is not None and backend in ("auto", "numpy") and numpy_ok:
             max_steps = env_cfg.max_episode_steps or gym.spec(env_cfg.id).max_episode_steps
             return numpy_class(num_envs=num_envs, max_episode_steps=max_steps)
         sample = None
@@ -128,19 +134,27 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
             env_cfg = replace(env_cfg, condition=declared.checked(env_cfg.condition))
             if env_cfg.condition_sampled:
                 sample = {k: v for k, v in declared.ranges.items() if k not in env_cfg.condition}
-        thunk = _make_single(env_cfg, sample)
+        thunks = [_make_single(env_cfg, sample)] * num_envs
+        if conditions is not None:
+            if len(conditions) != num_envs:
+                raise ValueError(f"{len(conditions)} conditions for {num_envs} envs")
+            own = [declared.checked(dict(c), option="condition") for c in conditions]
+            thunks = [_make_single(replace(env_cfg, condition={**env_cfg.condition, **c}), sample) for c in own]
         if backend == "async":
-            thunk().close()  # a missing dependency fails here, with its own message, not in a worker
+            thunks[0]().close()  # a missing dependency fails here, with its own message, not in a worker
             # fork, not TorchRL's global "spawn": a spawned worker re-imports torch and torchrl before its
             # first step (24 s to start 2 MinAtar workers on this machine, 3 s forked); workers run
             # only the gymnasium env, never torch.
-            vector_env = gym.vector.AsyncVectorEnv(
-                [thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED, context="fork"
-            )
+            vector_env = gym.vector.AsyncVectorEnv(thunks, autoreset_mode=AutoresetMode.DISABLED, context="fork")
         else:
-            vector_env = gym.vector.SyncVectorEnv([thunk] * num_envs, autoreset_mode=AutoresetMode.DISABLED)
+            vector_env = gym.vector.SyncVectorEnv(thunks, autoreset_mode=AutoresetMode.DISABLED)
     check_action_space(vector_env.single_action_space, env_cfg.id, close=vector_env.close)
     check_observation_space(vector_env.single_observation_space, env_cfg.id, close=vector_env.close)
+    if env_cfg.history:  # under the base controller: it records what the plant received
+        if problem := history_problem(vector_env.single_observation_space, vector_env.single_action_space):
+            vector_env.close()
+            raise UserError(problem)
+        vector_env = ObservationHistory(vector_env, env_cfg.history)
     if env_cfg.base_controller != "none":
         vector_env = residual_vector_env(vector_env, env_cfg)
     return vector_env
@@ -165,6 +179,9 @@ def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) ->
             gains=env_cfg.residual_mode == "gains",
         )
         law = ResidualLaw.from_config(env_cfg, controller, vector_env.single_observation_space)
+        if isinstance(vector_env, ObservationHistory) and isinstance(law.signal, int) and law.signal < 0:
+            if env_cfg.residual_gate_index is None:  # the controller's entry counted from the env's own end
+                law = replace(law, signal=vector_env.observation_size + law.signal)
         return ResidualVectorEnv(vector_env, controller, law, env_cfg.base_controller)
     except UserError:
         vector_env.close()
@@ -265,6 +282,10 @@ def env_allocations(env_cfg: EnvConfig, *, steps_per_env: int, section: str, eva
     collected batches, the replay buffer, the env objects; and the observation and action sizes the networks
     are built for. ``section``: the config section of ``steps_per_env`` and ``buffer_size``."""
     observation_space, action_space = single_spaces(env_cfg)
+    if env_cfg.history and history_problem(observation_space, action_space) is None:  # the columns it appends
+        width = observation_space.shape[0] + int(np.prod(action_space.shape))
+        high = np.full(width * (env_cfg.history + 1) - int(np.prod(action_space.shape)), np.inf, np.float32)
+        observation_space = gym.spaces.Box(-high, high, dtype=np.float32)
     per_frame = 2 * observation_bytes(env_cfg, observation_space) + PER_FRAME_EXTRA_BYTES  # observation and next
     frames = env_cfg.num_envs * steps_per_env
     envs = env_cfg.num_envs + eval_envs
@@ -431,3 +452,11 @@ def to_numpy(value) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     return np.asarray(value)
+
+
+def set_obs_norm(env: TransformedEnv, stats: dict) -> None:
+    """``env``'s ``ObservationNorm`` (an env of ``env.normalize_obs``) set to ``stats`` (``loc``, ``scale``) in place:
+    statistics measured elsewhere (``rlpilot train adapt`` fits them on its DAgger data)."""
+    norm = next(t for t in env.transform if isinstance(t, ObservationNorm))
+    norm.loc.copy_(stats["loc"].to(norm.loc.device))
+    norm.scale.copy_(stats["scale"].to(norm.scale.device))

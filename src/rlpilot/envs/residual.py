@@ -209,8 +209,8 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         action entered and clipped (``rlpilot check`` reads it to tell saturation from an action with no effect)."""
 
     def reset(self, *, seed=None, options=None):
-        observation, info = self.env.reset(seed=seed, options=options)
-        mask = None if options is None else options.get("reset_mask")
+        mask = None if options is None else options.get("reset_mask")  # read first: gymnasium's vector env pops it
+        observation, info = self.env.reset(seed=seed, options=None if options is None else dict(options))
         self.checked.reset(mask)
         if mask is None or self._observation is None:
             self._observation = np.array(observation, copy=True)

@@ -35,10 +35,13 @@ def train(
     verbose: bool = False,
     ray: str | None = None,
     origin: dict | None = None,
+    builder=None,
 ) -> Run:
     """Trains ``config`` in a new run directory; the returned ``Run`` says how it ended. ``ray``: a Ray
     cluster address or ``local``, where ``collect.workers`` actors collect (docs/distributed.md). ``origin``: how
-    the run was asked for (``rlpilot.runs.train_origin``), recorded in ``meta.json``."""
+    the run was asked for (``rlpilot.runs.train_origin``), recorded in ``meta.json``. ``builder``: what builds
+    the trainable instead of the algorithm's (``rlpilot train adapt``: DAgger steps writing a PPO run's
+    checkpoints); it is called as the registry's builders are."""
     config.validate()
     _check_remote(config, ray)
     lifecycle.check_memory(config)  # envs, buffers and networks that cannot fit: refused before anything is allocated
@@ -47,7 +50,9 @@ def train(
     with stopping.stop_on_signals(immediate=True):
         run = Run.create(config, root=run_root, path=run_dir, origin=origin)  # holds the run's lock until the end
         try:
-            return _train(config, run, checkpoint=None, show_progress=show_progress, verbose=verbose, ray=ray)
+            return _train(
+                config, run, checkpoint=None, show_progress=show_progress, verbose=verbose, ray=ray, builder=builder
+            )
         except BaseException:
             if not (run.checkpoint_dir / "last.pt").exists():  # failed before its first checkpoint: leave nothing
                 shutil.rmtree(run.path, ignore_errors=True)
@@ -168,7 +173,14 @@ def _check_remote(config: Config, ray: str | None) -> None:
 
 
 def _train(
-    config: Config, run: Run, *, checkpoint: dict | None, show_progress: bool, verbose: bool, ray: str | None = None
+    config: Config,
+    run: Run,
+    *,
+    checkpoint: dict | None,
+    show_progress: bool,
+    verbose: bool,
+    ray: str | None = None,
+    builder=None,
 ) -> Run:
     """Builds the trainable (fresh, or from the checkpoint) and runs the loop (inside a Ray session with ``ray``)."""
     curve = curve_helper.start()  # imports matplotlib on the idle core while this one builds and trains
@@ -178,7 +190,14 @@ def _train(
             if ray is not None:
                 stack.enter_context(ray_session(ray, config.collect.workers))
             return _build_and_run(
-                config, run, checkpoint, curve, show_progress=show_progress, verbose=verbose, remote=ray is not None
+                config,
+                run,
+                checkpoint,
+                curve,
+                show_progress=show_progress,
+                verbose=verbose,
+                remote=ray is not None,
+                builder=builder,
             )
     finally:
         curve.close()
@@ -210,6 +229,7 @@ def _build_and_run(
     show_progress: bool,
     verbose: bool,
     remote: bool = False,
+    builder=None,
 ) -> Run:
     torch.set_num_threads(config.train.num_threads)
     device = resolve_device(config.train.device)
@@ -218,7 +238,8 @@ def _build_and_run(
     with _start_recorded(run, resuming=checkpoint is not None):
         resumes = lifecycle.count_resume(run, progress.frames) if checkpoint else 0
         seed = config.train.seed + lifecycle.RESUME_SEED_STRIDE * resumes
-        trainable = _build(config, run, checkpoint, device, seed, remote=remote, show=show_progress or verbose)
+        show = show_progress or verbose
+        trainable = _build(config, run, checkpoint, device, seed, remote=remote, show=show, builder=builder)
     # from here a signal no longer raises: it is recorded, and the loop (which it may reach before its first
     # batch) ends the run as interrupted, with a checkpoint, instead of leaving it marked "running"
     with stopping.stop_on_signals(), contextlib.closing(trainable):
@@ -276,11 +297,11 @@ def _start_ended(run: Run, exc: BaseException) -> None:
 
 
 def _build(
-    config: Config, run: Run, checkpoint: dict | None, device, seed: int, *, remote: bool, show: bool
+    config: Config, run: Run, checkpoint: dict | None, device, seed: int, *, remote: bool, show: bool, builder=None
 ) -> Trainable:
     """The trainable, fresh or from the checkpoint's state; a signal while it builds stops it at once."""
     lifecycle.seed_everything(seed)
-    build = registry.trainable_builder(config.algo)
+    build = builder or registry.trainable_builder(config.algo)
     with lifecycle.notice_if_slow(f"building {config.subject} ... (Ctrl-C stops it)", show=show):
         state = checkpoint["state"] if checkpoint else None
         extra = {"remote": True} if remote else {}  # only control runs collect on Ray (_check_remote)

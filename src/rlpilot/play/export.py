@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlpilot.envs.make import env_class, observation_reader, to_numpy
+from rlpilot.envs.history import HistoryState
+from rlpilot.envs.make import env_class, observation_reader, single_spaces, to_numpy
 from rlpilot.envs.residual import ResidualLaw
 from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
@@ -107,9 +108,9 @@ STATEFUL_PARITY_ENVS = 4
 
 
 def parity_observations(
-    policy: LoadedPolicy, count: int, seed: int, envs: int = PARITY_ENVS
+    policy: LoadedPolicy, count: int, seed: int, envs: int = PARITY_ENVS, explore: float = 0.3
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Raw observations from real rollouts: the greedy policy with 30% random actions, ``envs`` envs
+    """Raw observations from real rollouts: the greedy policy with ``explore`` (30%) random actions, ``envs`` envs
     (rows in step order, ``envs`` a step), and which rows start an episode."""
     env = policy.make_env(num_envs=envs, seed=seed)
     vector_env = env.base_env.vector_env
@@ -122,9 +123,9 @@ def parity_observations(
         rows.append(read_raw(raw))
         starts.append(start)
         action = policy.algo.greedy_action(read(raw))
-        explore = torch.rand(action.shape[0], generator=generator) < 0.3
+        explored = (torch.rand(action.shape[0], generator=generator) < explore).numpy()
         numpy_action = np.array(to_numpy(env.base_env.env_action(action)))
-        numpy_action[explore.numpy()] = vector_env.action_space.sample()[explore.numpy()]
+        numpy_action[explored] = vector_env.action_space.sample()[explored]
         raw, _, terminated, truncated, _ = vector_env.step(numpy_action)
         done = terminated | truncated
         if done.any():
@@ -163,6 +164,8 @@ def export_run(
         )
     obs_dim = int(probe_env.observation_spec["observation"].shape[-1])
     history = carried_state(config.env, obs_dim)
+    # env.history records the action the plant received: the artifact's own, so its parity rollout does not explore
+    own_actions = history is not None and not getattr(history, "in_env_kwargs", True)
     action_spec = probe_env.full_action_spec_unbatched["action"]
     env_box = None
     base = None
@@ -186,7 +189,7 @@ def export_run(
         bounds=(torch.as_tensor(env_box.low), torch.as_tensor(env_box.high)) if base is not None else None,
     ).eval()
     envs = STATEFUL_PARITY_ENVS if module.state_size or history is not None else PARITY_ENVS
-    observations, starts = parity_observations(policy, PARITY_OBSERVATIONS, seed, envs)
+    observations, starts = parity_observations(policy, PARITY_OBSERVATIONS, seed, envs, 0.0 if own_actions else 0.3)
     inputs = (observations,)
     if module.state_size:
         inputs = (observations, rollout_states(module, observations, starts, envs))
@@ -198,7 +201,13 @@ def export_run(
         module = history.wrap(module).eval()
         reduced = history.reduce(observations)
         inputs = (reduced, rollout_states(module, reduced, starts, envs))
-        if not torch.equal(history.carried(observations), inputs[1][:, module.base_size :]):
+        carried, env_columns = inputs[1][:, module.base_size :], history.carried(observations)
+        same = (
+            torch.allclose(carried, env_columns, atol=BASE_TOLERANCE)
+            if own_actions
+            else torch.equal(carried, env_columns)
+        )
+        if not same:
             raise ExportFailed(f"the history the artifact carries differs from the env's {history.kwarg} columns")
     signature = _signature(
         fmt, FORMATS[fmt], obs_dim, action_spec, config, policy, module.state_size, env_box, law, history
@@ -208,12 +217,16 @@ def export_run(
 
 
 def carried_state(env_config, observation_size: int):
-    """The observation columns an env's artifact carries as its state instead of taking them as input (the arm's
-    ``obs_history``: :class:`rlpilot.envs.arm.history.HistoryState`), or ``None``: what the env's class returns from
-    its hook ``export_state(kwargs, observation_size)``, where it has one. What the export reads of it: ``reduce``
+    """The observation columns an env's artifact carries as its state instead of taking them as input, or ``None``:
+    ``env.history`` (:class:`rlpilot.envs.history.HistoryState`, any env), else what the env's class returns from
+    its hook ``export_state(kwargs, observation_size)``, where it has one (the arm's ``obs_history``:
+    :class:`rlpilot.envs.arm.history.HistoryState`). What the export reads of it: ``reduce``
     and ``carried`` (the observation without those columns, and the columns), ``wrap(policy)`` (the policy with
     them as its state, after the policy's own), ``state_size``, ``reduced_size``, ``start``, ``steps``, ``kwarg``
     (the env's keyword argument that adds them) and ``layout()`` (the manifest's entry, its ``entry`` names)."""
+    if env_config.history:
+        _, action_space = single_spaces(env_config)  # the plant's own actions (a gain schedule's policy acts on gains)
+        return HistoryState(env_config.history, observation_size, int(np.prod(action_space.shape)))
     hook = getattr(env_class(env_config), "export_state", None)
     return hook(dict(env_config.kwargs), observation_size) if callable(hook) else None
 
@@ -283,7 +296,8 @@ def _signature(
             f"; the env's observation without its {history.kwarg} columns ({history.state_size} floats after the "
             f"first {history.start}): the state carries them"
         )
-        env_kwargs = {**env_kwargs, history.kwarg: 0}
+        if getattr(history, "in_env_kwargs", True):  # the arm's obs_history: the env's own keyword argument
+            env_kwargs = {**env_kwargs, history.kwarg: 0}
     inputs, outputs, state = [observation], [output], None
     if state_size:
         state_input, state = _state_signature(state_size, history)

@@ -31,7 +31,15 @@ from rlpilot.config.schema import Config
 from rlpilot.config.sections import PPOConfig
 from rlpilot.control import compiled
 from rlpilot.control.compiled.cuda_graph import graphed
-from rlpilot.control.models import GaussianHead, GreedyActor, action_kind, actor_out_gain, network
+from rlpilot.control.models import (
+    Envelope,
+    GaussianHead,
+    GreedyActor,
+    action_kind,
+    actor_out_gain,
+    network,
+    observation_size,
+)
 from rlpilot.guard import Guard
 
 LOG_PROB_KEY = "action_log_prob"  # the key TorchRL's PPO losses read the sampling log-probability from
@@ -83,6 +91,8 @@ class PPO:
         else:
             action_dim = int(spec.shape[-1])
             body = network(obs_spec, action_dim, config.model, out_gain=actor_out_gain(config), inputs=inputs)
+            if config.model.fallback_margin:  # the safe fallback off the training distribution
+                body = Envelope(body, observation_size(obs_spec), config.model.fallback_margin)
             self.actor_net = GaussianHead(body, action_dim, cfg.init_log_std).to(device)
             self.one_hot = False
             # actions are squashed into exactly [low, high] of the Box: no clipping, no bias at the bounds

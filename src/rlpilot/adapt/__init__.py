@@ -1,0 +1,180 @@
+"""``rlpilot train adapt PLANT --controller mod:Class --param k=lo:hi[:log]``: learned adaptation for any plant that
+declares its conditions (docs/adapt.md).
+
+1. **Robust reference**: the controller's arguments tuned once for plants sampled over the declared ranges
+   (:func:`rlpilot.reference.tune_reference`, ``kind="robust"``). They become the base controller's arguments
+   (``env.base_controller_kwargs``), so the student's action 0 is the robust controller: its safe fallback.
+2. **Teacher**: a table of plants (the named conditions, then draws), the controller retuned for each (the oracle),
+   labelled with the gain schedule's action that turns the robust controller into it (:mod:`rlpilot.adapt.teacher`);
+   cached by its settings in ``RUNS/adapt-teachers/`` and copied into the run directory (``teacher.json``).
+3. **Student**: a PPO run's actor with ``env.residual_mode=gains`` and ``env.history``, trained by DAgger on the
+   table's plants (:mod:`rlpilot.adapt.dagger`) through the one training loop, so the run directory is a PPO run's
+   (``rlpilot eval``, ``export`` and ``compare --run`` read it unchanged), with the fallback's envelope in its actor
+   (``model.fallback_margin``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from rlpilot.adapt.dagger import DaggerTrainable
+from rlpilot.adapt.settings import AdaptSettings
+from rlpilot.adapt.teacher import TABLE_FILE, TeacherTable, draw_conditions, identity, label
+from rlpilot.config.load import load_config
+from rlpilot.control.trainable import ControlTrainable
+from rlpilot.errors import UserError
+from rlpilot.loop.trainer import train
+from rlpilot.reference import controller_defaults, tune_reference
+from rlpilot.reference.play import Objective, play_candidates
+from rlpilot.runs import Run
+from rlpilot.tune.space import Param
+
+SEARCHES = {"quick": (8, 3, 6), "fine": (16, 6, 12)}
+"""Candidates a batch, TPE rounds, refinement rounds (``rlpilot compare --search``'s)."""
+FIXED = ("env.base_controller", "env.base_controller_kwargs", "env.residual_mode", "env.condition_sampled")
+"""What ``train adapt`` sets itself: the student schedules the robust controller's gains on sampled plants."""
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def adapt_config(plant: str, controller: str, overrides: list[str], settings: AdaptSettings):
+    """The PPO run's config: a gain schedule of ``controller`` on ``plant`` sampled over its declared ranges, with a
+    history and the fallback (``settings``' defaults where ``overrides`` leave them), the user's ``--set`` over it."""
+    given = {item.partition("=")[0].strip() for item in overrides}
+    if clash := sorted(given & set(FIXED)):
+        raise UserError(f"--set {clash[0]}: train adapt sets it itself (the robust {controller} as the base)")
+    defaults = {
+        "env.history": settings.history,
+        "env.residual_scale": settings.scale,
+        "model.fallback_margin": settings.fallback_margin,
+        "env.normalize_obs": "true",
+        "env.backend": "sync",
+    }
+    items = [f"{key}={value}" for key, value in defaults.items() if key not in given]
+    items += [f"env.base_controller={controller}", "env.residual_mode=gains", "env.condition_sampled=true"]
+    return load_config(algo="ppo", env_id=plant, overrides=[*items, *overrides])
+
+
+def gain_names(env_cfg, controller: str, fixed: dict) -> tuple[str, ...]:
+    """The controller's ``gain_names`` (what the student schedules); one line where it has none."""
+    from rlpilot.envs.catalogue import base_controller
+
+    names = tuple(getattr(base_controller(controller, env_cfg.id, fixed), "gain_names", ()) or ())
+    if not names:
+        raise UserError(
+            f"train adapt: controller '{controller}' names no gain_names (the gains a schedule multiplies); give its "
+            "class a gain_names tuple (docs/your-controller.md)"
+        )
+    return names
+
+
+def teacher_table(
+    env_cfg, controller: str, space: list[Param], fixed: dict, settings: AdaptSettings, cache: Path, declared
+) -> TeacherTable:
+    """The robust reference and the oracle of every plant of the table, tuned here or read back from ``cache``."""
+    plain = replace(env_cfg, base_controller="none", history=0, normalize_obs=False, condition_sampled=False)
+    key = identity(
+        env=plain.id,
+        kwargs=plain.kwargs,
+        controller=controller,
+        space=[vars(p) for p in space],
+        fixed=fixed,
+        conditions=settings.conditions,
+        seed=settings.seed,
+        episodes=settings.tuning_episodes,
+        search=[settings.search, settings.robust_search],
+    )
+    table = TeacherTable.load(cache, key)
+    seeds, objective = list(range(settings.tuning_episodes)), Objective()
+    keys = {p.key for p in space}
+    starts = [{k: v for k, v in controller_defaults(plain.id, controller, fixed, space).items() if k in keys}]
+    if not table.robust:
+        started = time.perf_counter()
+        batch, rounds, refine = SEARCHES[settings.robust_search]
+        robust = tune_reference(
+            plain, controller, space, fixed, kind="robust", condition_name="sampled", condition={}, seeds=seeds,
+            objective=objective, starts=starts, batch=batch, rounds=rounds, refine_rounds=refine,
+        )  # fmt: skip
+        table.robust, table.seconds = robust.kwargs, table.seconds + time.perf_counter() - started
+        table.save(cache)
+        _say(f"robust reference: {robust.evaluated} candidates in {robust.seconds:.0f} s")
+    names = gain_names(env_cfg, controller, {**fixed, **table.robust})
+    table.conditions = draw_conditions(declared, settings.conditions, settings.seed)
+    batch, rounds, refine = SEARCHES[settings.search]
+    for index, (name, condition) in enumerate(table.conditions.items(), start=1):
+        if name not in table.oracles:
+            started = time.perf_counter()
+            oracle = tune_reference(
+                plain, controller, space, fixed, kind="oracle", condition_name=name, condition=condition, seeds=seeds,
+                objective=objective, starts=[{k: table.robust[k] for k in keys}], batch=batch, rounds=rounds,
+                refine_rounds=refine,
+            )  # fmt: skip
+            table.oracles[name], table.seconds = oracle.kwargs, table.seconds + time.perf_counter() - started
+            table.save(cache)
+            _say(
+                f"[{index}/{len(table.conditions)}] oracle {name}: {oracle.evaluated} candidates "
+                f"in {oracle.seconds:.0f} s"
+            )
+        table.labels[name] = label(table.oracles[name], table.robust, names, env_cfg.residual_scale)
+    table.save(cache)
+    return table
+
+
+ROLLOUT_PROBE_SEED = 199_999
+
+
+def horizon(env_cfg, controller: str, kwargs: dict) -> int:
+    """Steps of one episode of the robust controller on the first sampled plant: DAgger's horizon per iteration."""
+    plain = replace(env_cfg, base_controller="none", history=0, normalize_obs=False)
+    (result,) = play_candidates(plain, controller, [kwargs], seeds=[ROLLOUT_PROBE_SEED])
+    return int(result.lengths[0])
+
+
+def train_adapt(
+    plant: str,
+    controller: str,
+    space: list[Param],
+    fixed: dict,
+    *,
+    overrides: list[str],
+    settings: AdaptSettings,
+    run_root: str = "runs",
+    run_dir: str | None = None,
+    show_progress: bool = True,
+    origin: dict | None = None,
+) -> Run:
+    """The three stages (module docstring); the run directory of the student."""
+    from rlpilot.envs.make import declaration
+
+    if not space:
+        raise UserError("train adapt: name the controller arguments the references search, --param kp=0.1:100:log")
+    config = adapt_config(plant, controller, overrides, settings)
+    declared = declaration(replace(config.env, condition_sampled=False), option="train adapt")
+    gain_names(config.env, controller, fixed)  # before any tuning: a controller without gains is one line now
+    cache = Path(run_root) / "adapt-teachers" / f"{plant.replace(':', '-').replace('/', '-')}.json"
+    table = teacher_table(config.env, controller, space, fixed, settings, cache, declared)
+    config.env.base_controller_kwargs = {**fixed, **table.robust}
+    steps = horizon(config.env, controller, config.env.base_controller_kwargs)
+    frames = steps * len(table.labels) * settings.episodes  # one DAgger iteration
+    config.train.total_frames = frames * settings.iterations
+    config.train.eval_every_frames = config.train.log_every_frames = frames
+    config.train.checkpoint_every_frames = frames
+    config.train.eval_at_start = True  # frame 0: the robust controller alone (action 0)
+    config.validate()
+
+    def build(config, *, device, seed, state, event, **_):
+        inner = ControlTrainable(config, device=device, seed=seed, state=state, event=event)
+        return DaggerTrainable(config, inner, table=table, settings=settings, horizon=steps)
+
+    run = train(config, run_root=run_root, run_dir=run_dir, show_progress=show_progress, origin=origin, builder=build)
+    shutil.copyfile(cache, run.path / TABLE_FILE)
+    run.update_meta(
+        adapt={"teacher_s": round(table.seconds, 2), "settings": vars(settings), "conditions": len(table.labels)}
+    )
+    return run

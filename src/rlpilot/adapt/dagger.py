@@ -1,0 +1,166 @@
+"""The student of ``rlpilot train adapt``, trained by DAgger (Ross et al. 2011) as a trainable the loop runs.
+
+The student is the actor of a PPO run with ``env.residual_mode=gains`` and ``env.history``: it reads the plant's
+observation and its recent history, and schedules the robust controller's gains. One step of the loop is one DAgger
+iteration: every plant of the teacher's table plays ``adapt.episodes`` envs side by side for a fixed horizon (a
+finished episode starts again under the same plant), iteration 0 with the teacher's actions, iteration ``i`` with
+the teacher's on a share ``beta ** i`` of the steps and the student's own greedy action on the rest; every visited
+observation is labelled with the teacher's action for the TRUE plant of its env (the student never sees it), added
+to the data of the earlier iterations, and the student regressed on all of it (the mean squared error of its greedy
+action; the observation normaliser fitted on the data). The fallback's envelope (``model.fallback_margin``,
+:class:`rlpilot.control.models.Envelope`) is fitted on the same inputs.
+
+What it writes is a PPO run's: the checkpoint holds the PPO algorithm's state (the student as its actor, a fresh
+critic) and the normaliser, so ``rlpilot eval RUN``, ``rlpilot export RUN`` and ``rlpilot compare --run RUN`` read
+it as any PPO run, and ``rlpilot train --resume RUN --frames N`` refines it with PPO from the student.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlpilot.adapt.settings import AdaptSettings
+from rlpilot.adapt.teacher import TeacherTable
+from rlpilot.config.schema import Config
+from rlpilot.control.models import Envelope
+from rlpilot.envs.make import make_vector_env, set_obs_norm
+from rlpilot.loop.trainable import Evaluation, Step
+
+ROLLOUT_SEED = 200_000
+"""DAgger's episodes play seeds from here (iteration ``i``: ``ROLLOUT_SEED + 1000 i``), apart from the references'
+tuning seeds (0..) and ``rlpilot compare``'s evaluation seeds (10,000..)."""
+
+
+class DaggerTrainable:
+    """One DAgger iteration a step, on the plants of ``table`` (module docstring), training the actor of ``inner``
+    (the PPO run's :class:`~rlpilot.control.trainable.ControlTrainable`, which evaluates and writes the checkpoint);
+    ``horizon``: env steps each env plays an iteration."""
+
+    def __init__(self, config: Config, inner, *, table: TeacherTable, settings: AdaptSettings, horizon: int):
+        self.inner = inner
+        self.algo, self.guard, self.settings, self.horizon = self.inner.algo, self.inner.guard, settings, horizon
+        plants = [name for name in table.labels for _ in range(settings.episodes)]
+        self.targets = torch.tensor([table.labels[name] for name in plants], dtype=torch.float32)
+        self.vector_env = make_vector_env(
+            replace(config.env, condition_sampled=False), len(plants), [table.conditions[name] for name in plants]
+        )
+        self.table_seconds = table.seconds
+        self.inputs: list[torch.Tensor] = []
+        self.labels: list[torch.Tensor] = []
+        self.iteration = 0
+        self.obs_norm: dict | None = None
+        body = self.algo.actor_net.body
+        self.envelope = body if isinstance(body, Envelope) else None
+        self.optimizer = torch.optim.Adam(self.algo.actor_net.parameters(), lr=settings.lr)
+
+    # -- the student -----------------------------------------------------------------------------
+    def normalised(self, observation: torch.Tensor) -> torch.Tensor:
+        return (observation - self.obs_norm["loc"]) / self.obs_norm["scale"]
+
+    @torch.no_grad()
+    def student(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The student's greedy actions, and where its fallback acted."""
+        inputs = self.normalised(observation)
+        fell_back = self.envelope.outside(inputs).squeeze(-1) if self.envelope else torch.zeros(len(inputs), dtype=bool)
+        return self.algo.greedy_module(inputs), fell_back
+
+    # -- one iteration ---------------------------------------------------------------------------
+    def rollout(self, teacher_share: float, seed: int) -> dict:
+        """Every env for :attr:`horizon` steps; the visited observations and their teacher labels, the episodes that
+        ended, and how often the student acted and fell back."""
+        env, count = self.vector_env, self.vector_env.num_envs
+        generator = torch.Generator().manual_seed(seed)
+        raw, _ = env.reset(seed=seed)
+        returns, lengths = np.zeros(count), np.zeros(count, dtype=np.int64)
+        finished_returns, finished_lengths, observations = [], [], []
+        student_steps = fallbacks = 0
+        for _ in range(self.horizon):
+            observation = torch.as_tensor(np.asarray(raw), dtype=torch.float32)
+            observations.append(observation)
+            action = self.targets
+            if teacher_share < 1.0:
+                own, fell_back = self.student(observation)
+                by_student = torch.rand(count, generator=generator) >= teacher_share
+                action = torch.where(by_student[:, None], own, self.targets)
+                student_steps += int(by_student.sum())
+                fallbacks += int((fell_back & by_student).sum())
+            raw, reward, terminated, truncated, _ = env.step(action.numpy())
+            returns += reward
+            lengths += 1
+            done = np.asarray(terminated) | np.asarray(truncated)
+            if done.any():
+                finished_returns += returns[done].tolist()
+                finished_lengths += lengths[done].tolist()
+                returns[done], lengths[done] = 0.0, 0
+                raw, _ = env.reset(options={"reset_mask": done})
+        return {
+            "observations": torch.cat(observations),
+            "labels": self.targets.repeat(self.horizon, 1),
+            "returns": finished_returns,
+            "lengths": finished_lengths,
+            "fallback_share": fallbacks / max(student_steps, 1),
+        }
+
+    def regress(self) -> float:
+        """The student fitted to every label so far (the normaliser and the envelope first refitted); its final
+        epoch's mean squared error."""
+        observations, labels = torch.cat(self.inputs), torch.cat(self.labels)
+        self.obs_norm = {"loc": observations.mean(0), "scale": observations.std(0).clamp_min(1e-4)}
+        inputs = self.normalised(observations)
+        if self.envelope is not None:
+            self.envelope.armed.fill_(0.0)  # every sample teaches while it learns
+        actor, size = self.algo.greedy_module, self.settings.minibatch
+        loss_sum = torch.zeros(())
+        for _ in range(self.settings.epochs):
+            loss_sum = torch.zeros(())
+            order = torch.randperm(len(inputs))
+            for start in range(0, len(inputs), size):
+                index = order[start : start + size]
+                loss = nn.functional.mse_loss(actor(inputs[index]), labels[index])
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                loss_sum += loss.detach() * len(index)
+        if self.envelope is not None:
+            self.envelope.fit(inputs)
+        for env in (self.inner.env, self.inner.eval_env):  # evaluation and the checkpoint read the same statistics
+            set_obs_norm(env, self.obs_norm)
+        return float(loss_sum) / len(inputs)
+
+    def step(self) -> Step:
+        share = self.settings.beta**self.iteration if self.iteration else 1.0
+        seed = ROLLOUT_SEED + 1000 * self.iteration + self.settings.seed
+        played = self.rollout(share, seed)
+        metrics = {"dagger/teacher_share": share, "dagger/iteration": float(self.iteration)}
+        if self.obs_norm is not None:  # the student's error where it acts now, before it learns from it
+            with torch.no_grad():
+                own = self.algo.greedy_module(self.normalised(played["observations"]))
+            metrics["dagger/label_error"] = float((own - played["labels"]).abs().mean())
+            metrics["dagger/fallback_share"] = played["fallback_share"]
+        self.inputs.append(played["observations"])
+        self.labels.append(played["labels"])
+        metrics["loss/regression"] = self.regress()
+        metrics["dagger/samples"] = float(sum(len(x) for x in self.inputs))
+        self.iteration += 1
+        return Step(len(played["observations"]), metrics, played["returns"], played["lengths"])
+
+    # -- the rest of the protocol ----------------------------------------------------------------
+    def evaluate(self, index: int) -> Evaluation:
+        return self.inner.evaluate(index)
+
+    def facts(self) -> dict:
+        return {**self.inner.facts(), "adapt": {"teacher_s": round(self.table_seconds, 2), "horizon": self.horizon}}
+
+    def state_dict(self) -> dict:
+        return self.inner.state_dict()  # its envs normalise with the student's statistics (regress)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.inner.load_state_dict(state)
+
+    def close(self) -> None:
+        self.vector_env.close()
+        self.inner.close()

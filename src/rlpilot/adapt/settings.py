@@ -1,0 +1,72 @@
+"""What ``rlpilot train adapt`` does besides the PPO run's own config: ``--set adapt.KEY=VALUE`` (torch-free)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from rlpilot.config.fields import at_least, between, field_problems, fraction, positive
+from rlpilot.errors import UserError
+
+
+@dataclass
+class AdaptSettings:
+    conditions: int = between(32, 1, 1024)
+    """Plants in the teacher's table: the env's named conditions first, then draws from the declared ranges
+    (seeded). Each costs one oracle search, the teacher's whole cost."""
+    tuning_episodes: int = between(8, 1, 1024)
+    """Episodes each reference (the robust one, every oracle) is tuned on (seeds 0..N-1, as ``rlpilot compare``'s
+    tuning episodes: never the ones compare measures on)."""
+    search: str = dataclasses.field(default="quick", metadata={"choices": ("quick", "fine")})
+    """How long each oracle searches (``rlpilot compare --search``: quick is 8 candidates a round, 3 TPE rounds, 6
+    refinement rounds; fine 16, 6 and 12)."""
+    robust_search: str = dataclasses.field(default="fine", metadata={"choices": ("quick", "fine")})
+    """How long the robust reference searches: ``fine`` by default, it is the fallback, tuned once."""
+    history: int = between(4, 1, 64)
+    """``env.history`` of the student when ``--set env.history`` does not set it: the steps of [observation, action]
+    it identifies the plant from."""
+    scale: float = positive(1.5)
+    """``env.residual_scale`` when ``--set`` does not set it: decades a gain may move either way (1.5: from 1/30 to
+    30 times the robust gain; the heated tank's oracles sit within 1.2 decades of its robust tuning)."""
+    iterations: int = between(4, 1, 100)
+    """DAgger iterations: the first rolls out the teacher's actions, each later one the student's own."""
+    episodes: int = between(2, 1, 64)
+    """Episodes per condition per iteration (one env per condition and episode, side by side)."""
+    beta: float = fraction(0.5)
+    """Iteration ``i`` acts with the teacher's action on a share ``beta ** i`` of the steps (1 at the first), with the
+    student's own greedy action on the rest: the visited states drift towards the student's."""
+    epochs: int = between(30, 1, 10_000)
+    """Passes over the aggregated data at each iteration (the student is trained on, not from scratch)."""
+    lr: float = positive(1e-3)
+    """Adam's learning rate for the regression."""
+    minibatch: int = between(256, 1, 1_000_000)
+    """Samples per gradient step of the regression."""
+    fallback_margin: float = at_least(1.0, 0.0)
+    """``model.fallback_margin`` when ``--set`` does not set it: standard deviations beyond the range of the student's
+    DAgger inputs where it falls back to the robust gains (0: no fallback)."""
+    seed: int = between(0, 0, 2**31 - 1)
+    """The draws of the table's conditions and the DAgger episodes' seeds."""
+
+
+def read_settings(items: list[str]) -> AdaptSettings:
+    """``adapt.KEY=VALUE`` items (YAML values) as :class:`AdaptSettings`, each checked against its declaration;
+    an unknown key or a bad value is one line."""
+    from rlpilot.config.safe_yaml import load
+
+    settings = AdaptSettings()
+    fields = {f.name: f for f in dataclasses.fields(AdaptSettings)}
+    for item in items:
+        key, sep, text = item.partition("=")
+        name = key.strip().removeprefix("adapt.")
+        if not sep or name not in fields:
+            raise UserError(f"--set {item}: adapt settings are adapt.KEY=VALUE, KEY one of {', '.join(fields)}")
+        value = load(text, source=f"--set {key}")
+        kind = type(getattr(settings, name))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
+            raise UserError(f"--set {item}: adapt.{name} is a {kind.__name__}")
+        if problems := field_problems(f"adapt.{name}", value, fields[name].metadata):
+            raise UserError(problems[0])
+        setattr(settings, name, value)
+    return settings

@@ -1,0 +1,92 @@
+"""``rlpilot train adapt`` end to end on the heated tank with a tiny budget: the references and the teacher tuned (and
+cached), DAgger through the loop into a PPO run that ``rlpilot eval`` and ``rlpilot export`` read as any run (the
+history carried as the onnx artifact's state); the fallback acts on a plant far outside the declared ranges, where
+the student is then no worse than the robust controller; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+pytest.importorskip("onnxruntime")
+
+from rlpilot.cli import main  # noqa: E402
+
+pytestmark = [pytest.mark.usefixtures("examples_on_path"), pytest.mark.xdist_group("adapt")]
+
+TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
+SPACE = ["--param", "kp=0.005:2:log", "--param", "ki=0.00001:0.1:log", "--param", "kd=0.01:10:log"]
+TINY = [f"adapt.{item}" for item in ("conditions=3", "tuning_episodes=2", "search=quick", "robust_search=quick")]
+TINY += [f"adapt.{item}" for item in ("iterations=2", "episodes=1", "epochs=5")]
+TINY += ["env.max_episode_steps=50", "train.eval_episodes=2"]
+FAR = {"gain": 300.0, "dead_time": 30}
+"""Five times the declared gain range's top, a dead time 2.5 times its longest: a plant the student never saw."""
+
+
+@pytest.fixture(scope="module")
+def adapt_run(tmp_path_factory) -> Path:
+    """The tiny adapt run (~15 s: the references on 2 short episodes, 3 oracles, 2 DAgger iterations)."""
+    root = tmp_path_factory.mktemp("adapt")
+    sets = [arg for item in TINY for arg in ("--set", item)]
+    argv = ["train", "adapt", TANK, "--controller", PID, *SPACE, *sets, "--runs", str(root), "--run-dir"]
+    assert main([*argv, str(root / "run"), "-q"]) == 0
+    return root / "run"
+
+
+def test_train_adapt_writes_a_ppo_run_that_eval_and_export_read(adapt_run, capsys):
+    config = yaml.safe_load((adapt_run / "config.yaml").read_text())
+    teacher = json.loads((adapt_run / "teacher.json").read_text())
+    assert config["algo"] == "ppo" and config["env"]["residual_mode"] == "gains" and config["env"]["history"] == 4
+    assert config["env"]["base_controller_kwargs"] == teacher["robust"]  # action 0: the robust controller
+    assert list(teacher["labels"]) == ["nominal", "slow", "fast-dead-time"] and teacher["seconds"] > 0
+    rows = [line.split(",") for line in (adapt_run / "metrics.csv").read_text().splitlines()]
+    assert [row[0] for row in rows[1:]] == ["0", "150", "300"]  # the robust controller, then each iteration
+    assert json.loads((adapt_run / "meta.json").read_text())["adapt"]["conditions"] == 3
+    assert main(["eval", str(adapt_run), "--episodes", "2", "--trust-code"]) == 0
+    assert main(["export", str(adapt_run), "--format", "onnx", "--trust-code"]) == 0
+    signature = json.loads((adapt_run / "export" / "policy.onnx.json").read_text())
+    assert signature["inputs"][0]["shape"] == ["batch", 4] and signature["state"]["size"] == 4 + 4 * 5
+    assert signature["parity"]["max_abs_diff"] <= 1e-4
+    assert main(["eval", str(adapt_run / "export" / "policy.onnx"), "--episodes", "2", "--trust-code"]) == 0
+
+
+def test_the_fallback_acts_far_outside_the_ranges_and_the_student_is_then_no_worse_than_robust(adapt_run):
+    from rlpilot.control.evaluate import evaluate
+    from rlpilot.control.models import Envelope
+    from rlpilot.envs.make import make_env
+    from rlpilot.play.load import load_policy
+    from rlpilot.reference.play import play_candidates
+
+    policy = load_policy(adapt_run)
+    envelope = policy.algo.actor_net.body
+    assert isinstance(envelope, Envelope) and envelope.armed == 1.0
+    config = policy.run.config()
+    far = config.env.__class__(**{**vars(config.env), "condition": FAR, "condition_sampled": False})
+    env = make_env(far, num_envs=4, seed=50, obs_norm_state=policy.obs_norm)
+    fell_back = []
+
+    def act(observation: torch.Tensor) -> torch.Tensor:
+        fell_back.append(envelope.outside(observation).float().mean().item())
+        return policy.algo.greedy_action(observation)
+
+    student = evaluate(env, act, episodes=4, seed=50)
+    env.close()
+    assert np.mean(fell_back) > 0.25  # on many steps the student knows it is off what it was taught
+    plain = far.__class__(**{**vars(far), "base_controller": "none", "history": 0, "normalize_obs": False})
+    (robust,) = play_candidates(plain, PID, [config.env.base_controller_kwargs], seeds=[50, 51, 52, 53])
+    ratio = student.final["tracking_error"].mean() / robust.final["tracking_error"].mean()
+    assert ratio <= 1.05, ratio
+
+
+def test_bad_input_is_one_line(capsys, tmp_path):
+    assert main(["train", "adapt", "Pendulum-v1", "--controller", PID, *SPACE, "--runs", str(tmp_path)]) == 2
+    assert "declares no conditions" in capsys.readouterr().err
+    assert main(["train", "adapt", TANK, "--controller", "tests.controller_fixture:AxisPD", *SPACE]) == 2
+    assert "names no gain_names" in capsys.readouterr().err
+    assert main(["train", "adapt", TANK, *SPACE]) == 2
+    assert "needs a plant and your controller" in capsys.readouterr().err

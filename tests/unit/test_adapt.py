@@ -1,0 +1,95 @@
+"""``rlpilot train adapt``'s parts: the teacher's labels turn the robust controller into each oracle; the table's
+conditions start with the named ones and are seeded; DAgger labels every visited observation with the teacher's action
+for the TRUE plant of its env; the fallback's envelope zeroes the actor's mean beyond its training range only."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlpilot.adapt.settings import AdaptSettings, read_settings
+from rlpilot.adapt.teacher import TeacherTable, draw_conditions, label
+from rlpilot.conditions import Declared
+from rlpilot.control.models import Envelope
+from rlpilot.errors import UserError
+
+pytestmark = pytest.mark.usefixtures("examples_on_path")
+
+TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
+
+
+def test_a_label_turns_the_robust_gains_into_the_oracle_s():
+    robust, oracle = {"kp": 0.1, "ki": 0.002, "kd": 0.0}, {"kp": 0.4, "ki": 0.0002, "kd": 0.3}
+    kp, ki, kd = label(oracle, robust, ("kp", "ki", "kd"), scale=1.5)
+    assert math.isclose(0.1 * 10 ** (1.5 * kp), 0.4) and math.isclose(0.002 * 10 ** (1.5 * ki), 0.0002)
+    assert kd == 0.0  # a robust gain of 0: no multiplier reaches the oracle's
+    assert label({"kp": 100.0}, {"kp": 0.1}, ("kp",), scale=1.0) == [1.0]  # three decades, clipped to one
+
+
+def test_the_table_starts_with_the_named_conditions_and_draws_the_rest_seeded():
+    declared = Declared(
+        "x", {"gain": (1.0, 2.0), "delay": (0, 3)}, {"nominal": {"gain": 1.5, "delay": 1}, "slow": {"delay": 3}}
+    )
+    table = draw_conditions(declared, 5, seed=4)
+    assert list(table)[:2] == ["nominal", "slow"] and table["slow"] == {"gain": 1.5, "delay": 3}
+    drawn = [table[name] for name in list(table)[2:]]
+    assert all(1.0 <= c["gain"] <= 2.0 and isinstance(c["delay"], int) for c in drawn)
+    assert draw_conditions(declared, 5, seed=4) == table != draw_conditions(declared, 5, seed=5)
+
+
+def test_adapt_settings_are_read_and_checked():
+    assert read_settings(["adapt.conditions=3", "adapt.beta=0"]).conditions == 3
+    with pytest.raises(UserError, match="adapt.KEY=VALUE"):
+        read_settings(["adapt.nope=1"])
+    with pytest.raises(UserError, match="adapt.conditions must be within"):
+        read_settings(["adapt.conditions=0"])
+
+
+def test_dagger_labels_each_observation_with_the_teacher_s_action_for_its_env_s_true_plant():
+    """Two plants of distinct labels, two envs each: every visited row carries the label of the plant its env
+    really runs (the plant's own parameters, read from the env), whoever acted."""
+    from rlpilot.adapt import adapt_config
+    from rlpilot.adapt.dagger import DaggerTrainable
+    from rlpilot.control.trainable import ControlTrainable
+
+    table = TeacherTable(
+        "t",
+        robust={"kp": 0.1, "ki": 0.002, "kd": 0.1},
+        conditions={"a": {"gain": 31.0, "dead_time": 2}, "b": {"gain": 59.0, "dead_time": 11}},
+        labels={"a": [0.5, -0.5, 0.0], "b": [-0.25, 0.75, 0.1]},
+    )
+    settings = AdaptSettings(episodes=2, epochs=1)
+    overrides = ["env.max_episode_steps=20", "env.obs_norm_frames=64", "train.eval_episodes=1"]
+    config = adapt_config(TANK, PID, overrides, settings)
+    config.env.base_controller_kwargs = table.robust
+    inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
+    dagger = DaggerTrainable(config, inner, table=table, settings=settings, horizon=30)
+    try:
+        played = dagger.rollout(1.0, seed=3)
+        plants = [env.unwrapped.now for env in dagger.vector_env.unwrapped.envs]
+        assert [(p["gain"], p["dead_time"]) for p in plants] == [(31.0, 2), (31.0, 2), (59.0, 11), (59.0, 11)]
+        rows = played["labels"].reshape(30, 4, 3)
+        expected = torch.tensor([table.labels["a"]] * 2 + [table.labels["b"]] * 2)
+        assert torch.equal(rows, expected.expand(30, 4, 3))
+        assert len(played["returns"]) == 4  # each env's 20-step episode ended once in 30 steps, and went on
+        step = dagger.step()  # iteration 0: the teacher acts, the student learns, the normaliser is the data's
+        assert step.frames == 120 and step.metrics["dagger/teacher_share"] == 1.0
+        assert torch.allclose(inner.state_dict()["obs_norm"]["loc"], dagger.obs_norm["loc"])
+        assert dagger.envelope is not None and dagger.envelope.armed == 1.0
+    finally:
+        dagger.close()
+
+
+def test_the_envelope_falls_back_to_zero_beyond_its_training_range_only():
+    body = torch.nn.Linear(2, 3)
+    envelope = Envelope(body, 2, margin=1.0)
+    inside = torch.tensor([[0.0, 0.0], [1.0, -1.0]])
+    assert torch.equal(envelope(inside), body(inside))  # unarmed: the body exactly
+    envelope.fit(torch.tensor([[-1.0, -1.0], [1.0, 1.0], [0.0, 0.0]]))  # std 1 each: the range widened by 1
+    far = torch.tensor([[2.5, 0.0], [0.0, -1.9]])
+    out = envelope(torch.cat([inside, far]))
+    assert torch.equal(out[:2], body(inside)) and not out[2].any() and torch.equal(out[3], body(far[1:])[0])
+    assert np.array_equal(envelope.outside(far).squeeze(-1).numpy(), [True, False])
