@@ -17,6 +17,8 @@ pytest.importorskip("onnxruntime")
 
 from rlpilot.cli import main  # noqa: E402
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
 pytestmark = [pytest.mark.usefixtures("examples_on_path"), pytest.mark.xdist_group("adapt")]
 
 TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
@@ -34,7 +36,9 @@ def adapt_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("adapt")
     sets = [arg for item in TINY for arg in ("--set", item)]
     argv = ["train", "adapt", TANK, "--controller", PID, *SPACE, *sets, "--runs", str(root), "--run-dir"]
-    assert main([*argv, str(root / "run"), "-q"]) == 0
+    with pytest.MonkeyPatch.context() as patch:  # built before the tests' own examples_on_path (module scope first)
+        patch.syspath_prepend(str(EXAMPLES))
+        assert main([*argv, str(root / "run"), "-q"]) == 0
     return root / "run"
 
 
