@@ -1,8 +1,10 @@
 """The axis's PID, written by hand against rlpilot's controller protocol (docs/your-controller.md).
 
-``u = kp * e + ki * integral(e) + kd * de + kv * reference velocity``, clipped to the command range, with
+``u = kp * e + integral(ki * e) + kd * de + kv * reference velocity``, clipped to the command range, with
 anti-windup (the integral stops while the command is saturated in the error's direction) and the integral
-bounded. ``e`` is the position error and ``de`` the velocity error, both read from the observation; ``kv`` is a
+bounded. The integral is taken after ``ki`` (the command it holds), so a gain schedule's changing ``ki`` scales
+what is integrated from then on, not what is held: bumpless (the same law as ``ki * integral(e)`` under fixed
+gains). ``e`` is the position error and ``de`` the velocity error, both read from the observation; ``kv`` is a
 velocity feed-forward. Torch operations only, so it exports with a policy as one artifact.
 """
 
@@ -15,7 +17,7 @@ from rlpilot.controllers import Controller
 
 class AxisPID(Controller):
     gain_names = ("kp", "ki", "kd")  # what a gain schedule (env.residual_mode=gains) may scale
-    state_size = 1  # the integral of the position error
+    state_size = 1  # the integral term: ki times the position error, integrated (command units)
 
     def __init__(
         self, kp: float = 4.0, ki: float = 2.0, kd: float = 0.5, kv: float = 0.1, limit: float = 0.5, dt: float = 0.02
@@ -28,10 +30,8 @@ class AxisPID(Controller):
         kp, ki, kd = self.kp, self.ki, self.kd
         if gains is not None:  # a gain schedule's multipliers, one column per gain_names entry
             kp, ki, kd = kp * gains[:, 0:1], ki * gains[:, 1:2], kd * gains[:, 2:3]
-        unsaturated = kp * error + ki * state + kd * rate + self.kv * reference_velocity
+        unsaturated = kp * error + state + kd * rate + self.kv * reference_velocity
         winding = (unsaturated.abs() >= 1.0) & (torch.sign(unsaturated) == torch.sign(error))
-        integral = torch.where(winding, state, state + error * self.dt)
-        if self.ki > 0:
-            integral = integral.clamp(-self.limit / self.ki, self.limit / self.ki)
-        action = kp * error + ki * integral + kd * rate + self.kv * reference_velocity
+        integral = torch.where(winding, state, state + ki * error * self.dt).clamp(-self.limit, self.limit)
+        action = kp * error + integral + kd * rate + self.kv * reference_velocity
         return action.clamp(-1.0, 1.0), integral

@@ -3,17 +3,22 @@ protocol (docs/your-controller.md): the classical baseline a process engineer wo
 
 **The law**, per control period ``dt``, in parallel form::
 
-    u = kp * e + ki * integral(e) - kd * filtered d(measurement)/dt,    clipped to [0, 1]
+    u = kp * e + integral(ki * e) - kd * filtered d(measurement)/dt,    clipped to [0, 1]
 
 - the derivative acts on the *measurement*, not the error, so a set-point step gives no derivative kick, and it
   is filtered (first order, ``derivative_filter`` s) against the sensor's noise; it is zero on an episode's
   first step (no earlier measurement);
 - anti-windup by conditional integration: the integral stands still while the output is saturated and the
   error pushes it further (above 1 and ``e > 0``; at or below 0 and ``e < 0``: the heater cannot cool), and
-  ``ki * integral`` is kept in [0, 1] (the heater power the integral may hold);
-- ``gain_names = ("kp", "ki", "kd")``: a gain schedule's multipliers scale them per row.
+  it is kept in [0, 1] (the heater power the integral may hold);
+- ``gain_names = ("kp", "ki", "kd")``: a gain schedule's multipliers scale them per row. The integral term is
+  integrated *after* ``ki`` (``integral(ki * e)``, the heater power it holds), so a ``ki`` that changes scales
+  what is integrated from then on, never what the integral already holds: a schedule's changes are bumpless.
+  (The textbook ``ki * integral(e)`` is the same law under fixed gains, but there every change of ``ki``
+  rescales the held power at once: on the tank, gain multipliers that jitter from step to step by 0.075 decades
+  (19%) double the settled error, by 0.3 decades (2x) make it 5x; integrated after ``ki``, +0% and +10%.)
 
-State (4 numbers per env, zeros at an episode's start): the integral of the error, the last measurement, the
+State (4 numbers per env, zeros at an episode's start): the integral term (heater power), the last measurement, the
 filtered derivative and a flag that an earlier measurement exists. Torch operations only, so it exports with a
 policy as one artifact.
 
@@ -85,10 +90,8 @@ class TankPID(Controller):
             kp, ki, kd = kp * gains[:, 0:1], ki * gains[:, 1:2], kd * gains[:, 2:3]
         raw = torch.where(started > 0, (measured - last) / self.dt, torch.zeros_like(measured))
         derivative = torch.where(started > 0, derivative + self.smoothing * (raw - derivative), raw)
-        unsaturated = kp * error + ki * integral - kd * derivative
+        unsaturated = kp * error + integral - kd * derivative
         winding = ((unsaturated >= 1.0) & (error > 0)) | ((unsaturated <= 0.0) & (error < 0))
-        integral = torch.where(winding, integral, integral + error * self.dt)
-        held = (ki * integral).clamp(0.0, 1.0)  # the power the integral may hold
-        integral = torch.where(ki > 0, held / torch.where(ki > 0, ki, torch.ones_like(ki)), integral)
-        action = (kp * error + ki * integral - kd * derivative).clamp(0.0, 1.0)
+        integral = torch.where(winding, integral, integral + ki * error * self.dt).clamp(0.0, 1.0)  # power held
+        action = (kp * error + integral - kd * derivative).clamp(0.0, 1.0)
         return action, torch.cat([integral, measured, derivative, torch.ones_like(started)], dim=1)

@@ -171,13 +171,28 @@ def test_the_tank_pid_fits_the_plant_and_its_integral_does_not_wind_up_while_sat
     actions, state = hold(2.0, 12.0, 10, state)  # integrate a little, unsaturated (the measurement held:
     assert 0 < actions[-1] < 1  # no derivative; the set-point moves instead)
     integral = float(state[0, 0])
-    assert integral == pytest.approx(20.0)
+    assert integral == pytest.approx(pid.ki * 20.0)  # the integral term: ki times the integrated error
     actions, state = hold(30.0, 12.0, 200, state)  # far below the set-point: full power, the integral stands
     assert set(actions) == {1.0} and float(state[0, 0]) == integral
     actions, state = hold(-30.0, 12.0, 200, state)  # far above: the heater off (it cannot cool), it stands
     assert set(actions) == {0.0} and float(state[0, 0]) == integral
     actions, _ = hold(1.0, 12.0, 1, state)  # the error small again: out of saturation at once, as before
-    assert actions[0] == pytest.approx(pid.kp * 1.0 + pid.ki * (integral + 1.0))
+    assert actions[0] == pytest.approx(pid.kp * 1.0 + integral + pid.ki * 1.0)
+
+
+def test_a_changing_ki_scales_what_is_integrated_from_then_on_not_what_is_held():
+    """Bumpless: the integral term is integrated after ki, so doubling ki leaves the held power where it was (the
+    next step adds twice the increment); ``ki * integral(e)`` would have doubled it at once."""
+    from heated_tank.pid import TankPID
+
+    pid = TankPID(kd=0.0)
+    observation = torch.tensor([[2.0, 12.0, 14.0, 0.0]])
+    state = torch.zeros(1, pid.state_size)
+    for _ in range(10):
+        _, state = pid.step(observation, state)
+    held = float(state[0, 0])
+    _, doubled = pid.step(observation, state, torch.tensor([[1.0, 2.0, 1.0]]))
+    assert float(doubled[0, 0]) == pytest.approx(held + 2 * pid.ki * 2.0)
 
 
 def test_the_pid_under_simc_holds_the_nominal_tank():
