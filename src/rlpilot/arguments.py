@@ -4,7 +4,7 @@ A number on the command line is read once, by :class:`Number`, declared with its
 is read as 1,000,000) or a decimal, finite, within its range; anything else (``-5`` as a seed, ``inf`` or ``nan`` as
 seconds, ``100000000`` seeds) is one line and exit 2 from argparse before any verb runs. Seeds are within what
 training accepts (``train.seed``: numpy's seeding); counts that start runs, play episodes or start processes within
-:mod:`rlpilot.bounds`. Imports no torch: ``--help`` and argument errors answer at once.
+:mod:`rlpilot.common.bounds`. Imports no torch: ``--help`` and argument errors answer at once.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import math
 import os
 import sys
 
-from rlpilot.bounds import MAX_EPISODES, MAX_RUNS, MAX_WORKERS
+from rlpilot.common.bounds import MAX_EPISODES, MAX_RUNS, MAX_WORKERS
+from rlpilot.common.errors import UserError
+from rlpilot.common.redact import redact
 from rlpilot.config.sections import MAX_SEED
-from rlpilot.errors import UserError
-from rlpilot.redact import redact
 
 EXIT_BAD_INPUT = 2
 DESCRIPTION = (
@@ -79,7 +79,7 @@ CORES = min(os.cpu_count() or 1, MAX_WORKERS)
 def check_seed_range(start_flag: str, start: int, count_flag: str, count: int) -> None:
     """Seeds ``start`` .. ``start + count - 1`` (a sweep's, a study's, its check's) must all be seeds training takes."""
     if start + count - 1 > MAX_SEED:
-        from rlpilot.errors import UserError
+        from rlpilot.common.errors import UserError
 
         raise UserError(
             f"{start_flag} {start} and {count_flag} {count} reach seed {start + count - 1}, past the largest seed "

@@ -16,7 +16,6 @@ import sys
 import threading
 from typing import NoReturn
 
-from rlpilot import stopping
 from rlpilot.arguments import (
     EXIT_BAD_INPUT,
     MAX_ERROR_CHARS,
@@ -25,10 +24,11 @@ from rlpilot.arguments import (
     controller_kwargs,
     one_line,
 )
-from rlpilot.errors import UserError
+from rlpilot.common import stopping
+from rlpilot.common.errors import UserError
+from rlpilot.common.redact import redact
+from rlpilot.common.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
 from rlpilot.play.trust import allow_code, require_trust
-from rlpilot.redact import redact
-from rlpilot.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
@@ -216,8 +216,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    from rlpilot.common.files import dumps
     from rlpilot.doctor import diagnose
-    from rlpilot.files import dumps
 
     diagnosis = diagnose(args.run)
     print(dumps(diagnosis.to_json(), indent=2) if args.json else diagnosis.render())
@@ -473,7 +473,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
     else:
-        from rlpilot.files import own_file
+        from rlpilot.common.files import own_file
 
         out = own_file(runs[0].curve_path) if len(runs) == 1 else Path("curves.png")
     if out.suffix.lower() not in (".png", ".svg"):
@@ -538,7 +538,7 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(f"rlpilot: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt as exc:  # Ctrl-C, or a signal during a run's start-up (rlpilot.stopping.Interrupted)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a signal during a run's start-up (common.stopping.Interrupted)
         name = getattr(exc, "signal", "SIGINT")
         print(f"rlpilot: interrupted ({name})", file=sys.stderr)
         return 143 if name == "SIGTERM" else 130
