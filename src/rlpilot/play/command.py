@@ -31,15 +31,10 @@ def evaluate(args: argparse.Namespace) -> int:
 
     result, csv_path, video = evaluate_target(
         args.target,
-        episodes=args.episodes,
-        seed=args.seed,
-        csv_path=args.csv,
-        video=args.video,
-        checkpoint=args.checkpoint,
+        **_episodes_asked(args),
         backend=args.backend,
         controller=args.controller,
         controller_kwargs=controller_kwargs(args),
-        step_limit_s=args.step_limit,
         condition=args.condition,
     )
     if result.condition:
@@ -72,6 +67,18 @@ def _print_files(csv_path, video) -> int:
     return 0
 
 
+def _episodes_asked(args: argparse.Namespace) -> dict:
+    """What ``rlpilot eval`` asks of a run's, an artifact's or a group's episodes alike."""
+    return {
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "csv_path": args.csv,
+        "video": args.video,
+        "checkpoint": args.checkpoint,
+        "step_limit_s": args.step_limit,
+    }
+
+
 def _evaluate_group(args: argparse.Namespace) -> int:
     """A multi-agent run, group artifact or env id: the group's mean return and each agent's."""
     if args.backend is not None:
@@ -79,14 +86,7 @@ def _evaluate_group(args: argparse.Namespace) -> int:
     from rlpilot.play.group import evaluate_group
 
     per_agent, task, csv_path, video = evaluate_group(
-        args.target,
-        episodes=args.episodes,
-        seed=args.seed,
-        csv_path=args.csv,
-        video=args.video,
-        checkpoint=args.checkpoint,
-        controller_name=args.controller,
-        step_limit_s=args.step_limit,
+        args.target, **_episodes_asked(args), controller_name=args.controller
     )
     columns = [(f"agent {i}", values) for i, values in enumerate(per_agent.T)]
     _print_episodes(args, "mean return (over agents)", per_agent.mean(1), columns, task)
