@@ -6,7 +6,7 @@ the machine's state touches all of them alike:
 - ``floor``: ``python -c "import torch, tensordict, torchrl"`` (the issue's floor: nothing TorchRL-based
   starts faster), ``floor + envs``: also ``torchrl.envs`` and ``torchrl.data`` (what any TorchRL env
   and replay buffer user imports; it pulls in Ray and MuJoCo when they are installed), and the same with
-  Ray and MuJoCo hidden from TorchRL, as rlpilot's CLI imports it (``rlpilot.torchrl_import``). For each:
+  Ray and MuJoCo hidden from TorchRL, as rlpilot's CLI imports it (``rlpilot.common.torchrl_import``). For each:
   the process age when the imports are done (``/proc``: from the process start, interpreter included)
   and the whole process.
 - ``rlpilot train ppo-cartpole`` (the CLI a user runs, ``--quiet``, seeds from 100): ``startup_s`` from
@@ -49,7 +49,7 @@ AGE = (
 IMPORTS = {
     "floor": "import torch, tensordict, torchrl",
     "floor + envs": "import torch, tensordict, torchrl, torchrl.envs, torchrl.data",
-    # what rlpilot's CLI imports (rlpilot.torchrl_import): the same, with Ray and MuJoCo hidden from TorchRL
+    # what rlpilot's CLI imports (rlpilot.common.torchrl_import): the same, with Ray and MuJoCo hidden from TorchRL
     "floor + envs, Ray and MuJoCo hidden": (
         "import sys\nsys.modules['ray'] = sys.modules['mujoco'] = None\n"
         "import torch, tensordict, torchrl, torchrl.envs, torchrl.data"

@@ -178,7 +178,7 @@ def main() -> None:
     if args.out:
         from pathlib import Path
 
-        from rlpilot.runs import atomic_write
+        from rlpilot.common.files import atomic_write
 
         atomic_write(Path(args.out), "\n".join(lines) + "\n")
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import errno
 import os
 import signal
 import sys
 import threading
 from typing import NoReturn
 
-from rlpilot import stopping
 from rlpilot.arguments import (
     EXIT_BAD_INPUT,
     MAX_ERROR_CHARS,
@@ -25,10 +23,11 @@ from rlpilot.arguments import (
     controller_kwargs,
     one_line,
 )
-from rlpilot.errors import UserError
-from rlpilot.play.trust import allow_code, require_trust
-from rlpilot.redact import redact
-from rlpilot.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
+from rlpilot.common import stopping
+from rlpilot.common.errors import UserError, os_error_line
+from rlpilot.common.redact import redact
+from rlpilot.common.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
+from rlpilot.play.trust import require_trust
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
@@ -216,8 +215,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    from rlpilot.common.files import dumps
     from rlpilot.doctor import diagnose
-    from rlpilot.files import dumps
 
     diagnosis = diagnose(args.run)
     print(dumps(diagnosis.to_json(), indent=2) if args.json else diagnosis.render())
@@ -328,44 +327,9 @@ def _default_objective(preset: str, overrides: list[str]) -> str:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from rlpilot.play.llm import is_llm_run
+    from rlpilot.play.command import evaluate
 
-    if is_llm_run(args.target):  # greedy answers to the held-out prompts, not episodes
-        from rlpilot.play.llm import eval_llm_run
-
-        print(eval_llm_run(args.target, checkpoint=args.checkpoint, csv_path=args.csv))
-        return 0
-    check_seed_range("--seed", args.seed, "--episodes", args.episodes)  # episode i plays seed + i
-    require_trust(args.target, trusted=args.trust_code, verb="eval")
-    allow_code(args.trust_code)
-    import_torchrl()  # before rlpilot.play.group, which imports TorchRL
-    from rlpilot.play.group import is_group_target
-
-    if is_group_target(args.target):
-        return _eval_group(args)
-    from rlpilot.play.episodes import evaluate_target
-
-    result, csv_path, video = evaluate_target(
-        args.target,
-        episodes=args.episodes,
-        seed=args.seed,
-        csv_path=args.csv,
-        video=args.video,
-        checkpoint=args.checkpoint,
-        backend=args.backend,
-        controller=args.controller,
-        controller_kwargs=controller_kwargs(args),
-        step_limit_s=args.step_limit,
-        condition=args.condition,
-    )
-    if result.condition:
-        from rlpilot.conditions import OUTSIDE
-
-        values = "  ".join(k if isinstance(v, str) else f"{k}={v:g}" for k, v in result.condition.items())
-        flagged = f"  ({', '.join(result.outside)}: {OUTSIDE})" if result.outside else ""
-        print(f"condition: {values}{flagged}")
-    _print_episodes(args, "mean", result.returns, list(result.per_episode().items()), {})
-    return _print_files(csv_path, video)
+    return evaluate(args)
 
 
 def _tune_controller(args: argparse.Namespace) -> int:
@@ -401,47 +365,6 @@ def _tune_controller(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_episodes(args: argparse.Namespace, what: str, returns, columns: list, task: dict) -> None:
-    who = f"controller {args.controller}" if args.controller else "greedy"
-    print(
-        f"{args.episodes} {who} episodes: {what} {returns.mean():.2f}  std {returns.std():.2f}  "
-        f"min {returns.min():.2f}  max {returns.max():.2f}"
-    )
-    for name, values in columns:
-        print(f"  {name:<18} mean {values.mean():.4g}  std {values.std():.4g}")
-    for name, value in task.items():
-        print(f"  {name:<18} {value:.4g} (end of episode)")
-
-
-def _print_files(csv_path, video) -> int:
-    if csv_path is not None:
-        print(f"episodes: {csv_path}")
-    if video is not None:
-        print(f"video:    {video}")
-    return 0
-
-
-def _eval_group(args: argparse.Namespace) -> int:
-    """A multi-agent run, group artifact or env id: the group's mean return and each agent's."""
-    if args.backend is not None:
-        raise UserError("--backend: a multi-agent run is evaluated on its own env (env.backend in its config)")
-    from rlpilot.play.group import evaluate_group
-
-    per_agent, task, csv_path, video = evaluate_group(
-        args.target,
-        episodes=args.episodes,
-        seed=args.seed,
-        csv_path=args.csv,
-        video=args.video,
-        checkpoint=args.checkpoint,
-        controller_name=args.controller,
-        step_limit_s=args.step_limit,
-    )
-    columns = [(f"agent {i}", values) for i, values in enumerate(per_agent.T)]
-    _print_episodes(args, "mean return (over agents)", per_agent.mean(1), columns, task)
-    return _print_files(csv_path, video)
-
-
 def _cmd_export(args: argparse.Namespace) -> int:
     require_trust(args.run, trusted=args.trust_code, verb="export")
     from rlpilot.play.export import export_run
@@ -473,7 +396,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
     else:
-        from rlpilot.files import own_file
+        from rlpilot.common.files import own_file
 
         out = own_file(runs[0].curve_path) if len(runs) == 1 else Path("curves.png")
     if out.suffix.lower() not in (".png", ".svg"):
@@ -538,7 +461,7 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(f"rlpilot: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt as exc:  # Ctrl-C, or a signal during a run's start-up (rlpilot.stopping.Interrupted)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a signal during a run's start-up (common.stopping.Interrupted)
         name = getattr(exc, "signal", "SIGINT")
         print(f"rlpilot: interrupted ({name})", file=sys.stderr)
         return 143 if name == "SIGTERM" else 130
@@ -548,29 +471,8 @@ def _main(argv: list[str] | None) -> int:
     except OSError as exc:  # a file of ours could not be read or written: read-only, disk full, a size limit
         if args.debug:
             raise
-        print(f"rlpilot: error: {one_line(_os_error(exc))}", file=sys.stderr)
+        print(f"rlpilot: error: {one_line(os_error_line(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-
-
-_OS_ADVICE = {
-    errno.ENOSPC: "free disk space",
-    errno.EDQUOT: "free space in your quota",
-    errno.EFBIG: "lift the file-size limit (ulimit -f)",
-    errno.EROFS: "choose a writable folder (or copy the run to one)",
-    errno.EACCES: "make it writable, or choose another folder",
-    errno.EPERM: "make it writable, or choose another folder",
-    errno.EISDIR: "a folder is where a file belongs: move it away",
-    errno.ENOTDIR: "a file is where a folder belongs: move it away",
-    errno.EEXIST: "a file is where a folder belongs: move it away",
-}
-
-
-def _os_error(exc: OSError) -> str:
-    """An OSError as what the user can act on: the file, what the system said, what to do."""
-    where = f" {exc.filename}" if exc.filename else ""
-    what = exc.strerror or str(exc) or type(exc).__name__
-    advice = _OS_ADVICE.get(exc.errno, "check the path and its permissions")
-    return f"cannot read or write{where}: {what}; {advice}, then run the command again"
 
 
 def entry() -> NoReturn:

@@ -8,7 +8,7 @@ accepts connections but is not Ray, ignoring SIGTERM meanwhile).
 Whatever ends the block (its end, an exception, SIGINT or SIGTERM, during Ray's start-up too), the Ray processes
 a ``local`` cluster started are gone when it is left: Ray's own SIGTERM handler, which ``ray.init`` installs in
 place of rlpilot's, is replaced again, and a signal that lands while Ray starts ends the start-up as any signal
-during a run's start-up does (:class:`rlpilot.stopping.Interrupted`).
+during a run's start-up does (:class:`rlpilot.common.stopping.Interrupted`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import threading
 import time
 from pathlib import Path
 
-from rlpilot import endpoints, stopping
-from rlpilot.errors import UserError
-from rlpilot.redact import redact_url
+from rlpilot.common import endpoints, stopping
+from rlpilot.common.errors import UserError
+from rlpilot.common.redact import redact_url
 
 RAY_HINT = "start one with `ray start --head` on that machine and pass the address it prints, or use --ray local"
 LEFTOVER_GRACE_S = 5.0
@@ -128,7 +128,7 @@ def _init(ray, *, owned: bool, **kwargs) -> None:
     """``ray.init(**kwargs)`` with rlpilot's signal handling kept throughout. ``ray.init`` would install its own
     SIGTERM handlers (``sys.exit`` from wherever the signal lands: inside an at-fork hook, where exceptions are
     ignored, it was seen lost, the run training on to the end): they are not installed, so rlpilot's handler records
-    a signal during the start-up (and raises :class:`~rlpilot.stopping.Interrupted` where it can), and a signal
+    a signal during the start-up (and raises :class:`~rlpilot.common.stopping.Interrupted` where it can), and a signal
     recorded by the time ``ray.init`` returns ends the start-up there. ``owned``: a cluster this process starts,
     its processes marked (:data:`OWNER_VARIABLE`)."""
     main = threading.current_thread() is threading.main_thread()

@@ -33,7 +33,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 OUTSIDE = "outside the declared range"
 """How a value beyond its declared range is flagged (it is played: a plant is tested beyond what it was tuned on)."""

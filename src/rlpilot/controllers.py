@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 import torch
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 GUIDE = "docs/your-controller.md"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlpilot.files import atomic_write
+from rlpilot.common.files import atomic_write
 from rlpilot.runs import Run
 
 WINDOW = 50

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 
 @dataclass(frozen=True)

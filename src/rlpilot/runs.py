@@ -28,11 +28,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import append_line, atomic_write, dumps, read_data, read_json, refuse_links
+from rlpilot.common.redact import redact_command, redact_data
 from rlpilot.config.load import from_dict, load_config
 from rlpilot.config.schema import Config
-from rlpilot.errors import UserError
-from rlpilot.files import append_line, atomic_write, dumps, read_data, read_json, refuse_links
-from rlpilot.redact import redact_command, redact_data
 
 LOCK_FILE = ".lock"
 CHECKPOINT_FORMAT = 2

@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 import yaml
 
-from rlpilot import stopping
-from rlpilot.bounds import refuse_runs
 from rlpilot.cluster import ray_session
+from rlpilot.common import stopping
+from rlpilot.common.bounds import refuse_runs
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import atomic_write, dumps
 from rlpilot.config.load import load_config
-from rlpilot.errors import UserError
-from rlpilot.files import dumps
-from rlpilot.runs import Run, atomic_write, load_run, slug, train_origin, try_lock
+from rlpilot.runs import Run, load_run, slug, train_origin, try_lock
 from rlpilot.stats import BOOTSTRAP_SAMPLES, bootstrap, iqm
 
 

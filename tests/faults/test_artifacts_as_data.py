@@ -27,9 +27,9 @@ from onnx import TensorProto, helper, numpy_helper
 from test_faults import FAST, error_line
 
 from cli_runner import TESTS, cli_command, cli_env
-from rlpilot.bounds import MAX_NESTING
 from rlpilot.cli import main
-from rlpilot.errors import UserError
+from rlpilot.common.bounds import MAX_NESTING
+from rlpilot.common.errors import UserError
 from rlpilot.play.load import load_artifact
 
 DATA_LIMIT = 2 * 2**30

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlpilot.cli import main
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 from rlpilot.play.safe_artifact import checked_pt2, load_pt2
 
 FAST = ["--set", "train.loggers=[]", "--set", "train.eval_episodes=2", "-q"]

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlpilot.cli import main
+from rlpilot.common.errors import UserError
 from rlpilot.config import load_config
 from rlpilot.envs.catalogue import base_controller
-from rlpilot.errors import UserError
 
 PLANT = "tests.controller_fixture:Axis"
 LATE = "tests.controller_fixture:LateFault"

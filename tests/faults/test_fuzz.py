@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlpilot import cli
+from rlpilot.common.errors import UserError
 from rlpilot.config import Config, all_keys, load_config
-from rlpilot.errors import UserError
 
 KEYS = sorted({key for algo in ("ppo", "dqn", "sac", "td3", "grpo") for key in all_keys(Config(algo=algo))})
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from test_faults import FAST, copy_of, error_line, files, train_small
 
 from rlpilot.cli import main
-from rlpilot.errors import RunWriteError, UserError
-from rlpilot.files import append_line, atomic_write, dumps
+from rlpilot.common.errors import RunWriteError, UserError
+from rlpilot.common.files import append_line, atomic_write, dumps
 from rlpilot.runs import Run
 from rlpilot.sweep import run_member, sweep_lock
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from rlpilot.arguments import Number, build_parser
 from rlpilot.cli import main
-from rlpilot.errors import UserError
-from rlpilot.files import MAX_NESTING
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import MAX_NESTING
 
 FAST = ["--set", "train.loggers=[]", "--set", "train.eval_episodes=2", "-q"]
 PLANT, PID = "tests.controller_fixture:Axis", "tests.controller_fixture:AxisPID"

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlpilot.cli import MAX_ERROR_CHARS, main
+from rlpilot.common.errors import UserError
 from rlpilot.config import safe_yaml
-from rlpilot.errors import UserError
 
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(8)

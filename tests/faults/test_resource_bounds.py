@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from cli_runner import TESTS, cli_command, cli_env
 from rlpilot.arguments import build_parser
-from rlpilot.bounds import MAX_RUNS, available_memory
+from rlpilot.common.bounds import MAX_RUNS, available_memory
 
 LIMIT_BYTES = 4 * 2**30
 """The address space a command gets here: training CartPole fits in it; what each refused command would have

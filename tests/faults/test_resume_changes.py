@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from test_faults import copy_of, error_line, files, train_small
 
 from rlpilot.cli import main
+from rlpilot.common.errors import UserError
 from rlpilot.config import Config, all_keys, load_config
-from rlpilot.errors import UserError
 from rlpilot.loop.lifecycle import RESUMABLE, resume_changes
 from rlpilot.runs import load_run
 

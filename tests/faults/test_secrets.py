@@ -1,5 +1,5 @@
 """Faults: secrets in URLs and command lines (``tune --storage``, ``--ray``, ``--mlflow``). One function,
-:mod:`rlpilot.redact`, hides them wherever rlpilot prints or stores a command line or URL; random passwords
+:mod:`rlpilot.common.redact`, hides them wherever rlpilot prints or stores a command line or URL; random passwords
 never survive it, whatever characters they hold."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rlpilot.cli import main
+from rlpilot.common.redact import redact, redact_argv, redact_command, redact_url
 from rlpilot.config import load_config
-from rlpilot.redact import redact, redact_argv, redact_command, redact_url
 from rlpilot.runs import Run, train_origin
 
 PASSWORD = st.text(st.characters(codec="ascii", exclude_characters="\x00"), min_size=8, max_size=24).filter(

@@ -120,7 +120,7 @@ def test_a_signal_in_loggings_fork_hook_is_raised_after_it_not_lost():
     import logging
     import sys
 
-    from rlpilot import stopping
+    from rlpilot.common import stopping
 
     release = getattr(logging, "_releaseLock", None) or logging._afterFork  # 3.13 renamed the fork hooks
     frames = []

@@ -85,7 +85,7 @@ def test_check_reports_broken_envs_with_exit_1():
 
 
 # what a control run never loads: plotting (the curve is drawn by a helper process), language models,
-# dataframes, export; and Ray and MuJoCo, which TorchRL imports when they are installed (rlpilot.torchrl_import)
+# dataframes, export; and Ray and MuJoCo, which TorchRL imports when they are installed (rlpilot.common.torchrl_import)
 NOT_ON_A_CONTROL_RUN = ("matplotlib", "transformers", "pandas", "onnx", "onnxruntime", "ray", "mujoco")
 
 

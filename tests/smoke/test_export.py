@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from cli_runner import run_cli
+from rlpilot.common.errors import UserError
 from rlpilot.config import load_config
-from rlpilot.errors import UserError
 from rlpilot.loop.trainer import train
 from rlpilot.play.episodes import evaluate_target
 from rlpilot.play.export import export_run

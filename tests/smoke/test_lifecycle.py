@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from cli_runner import run_cli, start_cli
+from rlpilot.common.errors import UserError
 from rlpilot.config import load_config
-from rlpilot.errors import UserError
 from rlpilot.loop.trainer import resume, train
 from rlpilot.runs import load_run
 

@@ -28,7 +28,7 @@ def test_check_on_a_pixel_env_reports_the_chain_and_writes_a_png(tmp_path):
 
 
 def test_missing_pixels_extra_is_one_line_naming_it(monkeypatch):
-    from rlpilot.errors import UserError
+    from rlpilot.common.errors import UserError
     from rlpilot.registry import NAMESPACES, resolve_env
 
     monkeypatch.setitem(NAMESPACES, "NoSuchGames", ("no_such_games_package", None, "pixels"))

@@ -5,8 +5,8 @@ import pytest
 
 from rlpilot.check import FAMILIES, env_config, family_problem
 from rlpilot.cli import main
+from rlpilot.common.errors import UserError
 from rlpilot.config import load_config, preset_names
-from rlpilot.errors import UserError
 from rlpilot.registry import is_multiagent_env
 
 

@@ -273,8 +273,8 @@ def test_a_controller_that_cannot_be_exported_is_refused_in_one_line(capsys, tmp
 
 def test_a_run_naming_a_user_controller_needs_trust_code(tmp_path):
     """The env is gymnasium's; only the controller is the user's code: eval, export, resume refuse it."""
+    from rlpilot.common.files import atomic_write
     from rlpilot.play.trust import target_code
-    from rlpilot.runs import atomic_write
 
     config = load_config(algo="sac", env_id="Pendulum-v1", overrides=["env.base_controller=mypkg.ctrl:MyPID"])
     (tmp_path / "config.yaml").write_text(config.to_yaml())

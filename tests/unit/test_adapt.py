@@ -12,9 +12,9 @@ import torch
 
 from rlpilot.adapt.settings import AdaptSettings, read_settings
 from rlpilot.adapt.teacher import TeacherTable, draw_conditions, label
+from rlpilot.common.errors import UserError
 from rlpilot.conditions import Declared
 from rlpilot.control.models import Envelope
-from rlpilot.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("examples_on_path")
 

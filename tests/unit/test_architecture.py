@@ -174,12 +174,12 @@ LAYERS = [
     ("envs and parts", ["rlpilot.envs", "rlpilot.guard", "rlpilot.controllers", "rlpilot.plot"]),
     (
         "data",
-        ["rlpilot.config", "rlpilot.runs", "rlpilot.registry", "rlpilot.findings", "rlpilot.errors"]
-        + ["rlpilot.torchrl_import", "rlpilot.conditions", "rlpilot"],
+        ["rlpilot.config", "rlpilot.runs", "rlpilot.registry", "rlpilot.common", "rlpilot.conditions", "rlpilot"],
     ),
 ]
-"""Top to bottom; a module's layer is the one naming its longest prefix (``loop.trainable``, the protocol the
-families implement, sits with them; ``plot`` draws for the ``plot`` verb, the loop's curve and sweeps alike)."""
+"""Top to bottom; a module's layer is the one naming its longest prefix (``common``, the plumbing, sits with the data
+that imports it; ``loop.trainable``, the protocol the families implement, sits with them; ``plot`` draws for the
+``plot`` verb, the loop's curve and sweeps alike)."""
 
 
 def floors(edges: dict[str, set[str]]) -> int:
@@ -261,7 +261,7 @@ STRING_IMPORTS = {
     "rlpilot.loop.curve_helper": "its own name, for the helper process it starts (python -m)",
 }
 """The modules allowed to name an rlpilot module in a string, and why; nothing else does."""
-IMPORT_BY_NAME = {"rlpilot", "rlpilot.registry", "rlpilot.torchrl_import"}
+IMPORT_BY_NAME = {"rlpilot", "rlpilot.registry", "rlpilot.common.torchrl_import"}
 """The modules allowed to call ``importlib.import_module`` / ``__import__`` (the tables above, a user's module,
 TorchRL's optional integrations)."""
 

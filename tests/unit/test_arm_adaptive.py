@@ -9,6 +9,7 @@ import torch
 
 pytest.importorskip("mujoco")
 
+from rlpilot.common.errors import UserError  # noqa: E402
 from rlpilot.envs.arm.adaptive import (  # noqa: E402
     ADAPTIVE_GAINS,
     ADAPTIVE_GAINS_2026_12_03,
@@ -18,7 +19,6 @@ from rlpilot.envs.arm.adaptive import (  # noqa: E402
 from rlpilot.envs.arm.controllers import TrackPD  # noqa: E402
 from rlpilot.envs.arm.env import ReacherTrackEnv  # noqa: E402
 from rlpilot.envs.catalogue import base_controller  # noqa: E402
-from rlpilot.errors import UserError  # noqa: E402
 
 
 def identify(

@@ -351,10 +351,10 @@ def test_residual_penalty_costs_the_squared_policy_action_and_nothing_else():
 def test_residual_gate_keeps_the_base_controller_exactly_inside_the_error_envelope():
     """env.residual_gate: below the gate the motors get the PD's action whatever the policy says; at twice the
     gate and above, the full schedule; the same in the env and in the exported controller."""
+    from rlpilot.common.errors import UserError
     from rlpilot.controllers import ControllerModule
     from rlpilot.envs import make_env
     from rlpilot.envs.residual import ResidualLaw, gain_multipliers
-    from rlpilot.errors import UserError
     from rlpilot.play.export import DeployedPolicy
 
     law = ResidualLaw(mode="gains", scale=1.0, gate=0.005)  # the signal: the arm's error monitor, the last float

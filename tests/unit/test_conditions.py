@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from rlpilot.cli import main
+from rlpilot.common.errors import UserError
 from rlpilot.conditions import OUTSIDE, Declared, UnderCondition, declared, require
 from rlpilot.envs.arm.disturbances import NAMED_CONDITIONS, RANDOMIZE_RANGES
-from rlpilot.errors import UserError
 from rlpilot.play.episodes import evaluate_target
 from rlpilot.registry import resolve_env
 

@@ -3,8 +3,8 @@ import dataclasses
 import pytest
 import yaml
 
+from rlpilot.common.errors import UserError
 from rlpilot.config import Config, apply_overrides, load_config, preset_names
-from rlpilot.errors import UserError
 from rlpilot.registry import ALGORITHMS, sections
 
 

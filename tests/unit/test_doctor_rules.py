@@ -13,11 +13,11 @@ from typing import Any, NamedTuple
 import pytest
 
 import rlpilot
+from rlpilot.common.findings import Finding, render_finding
 from rlpilot.config import Config, TrainConfig
 from rlpilot.doctor import RULES_BY_ALGO, control, diagnose, llm, offpolicy, rules_for
 from rlpilot.doctor.common import rule_nonfinite_normalization
 from rlpilot.doctor.view import RunView
-from rlpilot.findings import Finding, render_finding
 from rlpilot.runs import Run, load_run
 
 ROWS, FRAMES_PER_ROW = 12, 1024

@@ -5,10 +5,10 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rlpilot.common.errors import UserError
 from rlpilot.config import load_config
 from rlpilot.control.algos.dqn import DQN, dqn_loss, epsilon, n_step_transitions
 from rlpilot.envs import make_env
-from rlpilot.errors import UserError
 from torchrl_references import dqn_reference
 
 

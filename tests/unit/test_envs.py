@@ -4,10 +4,10 @@ import torch
 from torchrl.data import Bounded, Categorical
 from torchrl.envs import DoubleToFloat, ObservationNorm, check_env_specs
 
+from rlpilot.common.errors import UserError
 from rlpilot.config import EnvConfig
 from rlpilot.envs import make_env, make_vector_env, observation_reader
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset
-from rlpilot.errors import UserError
 
 
 def test_cartpole_uses_the_numpy_vector_env_with_categorical_actions():

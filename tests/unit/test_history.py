@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from rlpilot.common.errors import UserError
 from rlpilot.config.sections import EnvConfig
 from rlpilot.envs.history import HistoryState
 from rlpilot.envs.make import make_vector_env
-from rlpilot.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("examples_on_path")
 

@@ -5,7 +5,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from rlpilot.errors import UserError  # noqa: E402
+from rlpilot.common.errors import UserError  # noqa: E402
 from rlpilot.llm.grpo import group_advantages  # noqa: E402
 from rlpilot.llm.model import build_char_tokenizer, build_tiny_model, load_model, save_model  # noqa: E402
 from rlpilot.llm.tasks import (  # noqa: E402

@@ -188,7 +188,7 @@ def test_torchrl_check_env_specs(env_id):
 
 def test_kwargs_are_checked():
     assert make_native_vector_env("Pendulum-v1", 2, kwargs={"g": 9.81}).g == 9.81
-    from rlpilot.errors import UserError
+    from rlpilot.common.errors import UserError
 
     with pytest.raises(UserError, match="does not take env.kwargs"):
         make_native_vector_env("Acrobot-v1", 2, kwargs={"torque_noise": 1})

@@ -5,10 +5,10 @@ import pytest
 import torch
 from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage
 
+from rlpilot.common.errors import UserError
 from rlpilot.config import EnvConfig, ModelConfig
 from rlpilot.control.models import ConvEncoder, network
 from rlpilot.envs import make_env, observation_reader
-from rlpilot.errors import UserError
 
 pytest.importorskip("minatar", reason="the pixels extra: pip install 'rlpilot[pixels]'")
 

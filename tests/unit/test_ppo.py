@@ -130,7 +130,7 @@ def test_learn_updates_the_policy_used_for_acting():
 
 def test_a_signal_before_the_first_update_ends_learn_without_updates():
     """SIGTERM while the batch was being collected (in-process, or on Ray actors): learn returns at once."""
-    from rlpilot import stopping
+    from rlpilot.common import stopping
 
     algo, _ = _algo_and_batch("ppo-cartpole")
     env = make_env(algo.config.env, seed=1)
@@ -233,7 +233,7 @@ def test_the_actor_reads_only_its_inputs_and_the_critic_reads_all(preset):
 
 
 def test_actor_inputs_out_of_range_or_for_another_algo_is_one_line():
-    from rlpilot.errors import UserError
+    from rlpilot.common.errors import UserError
 
     with pytest.raises(UserError, match=r"model.actor_inputs \[7\]: the observation has 4 entries"):
         _algo_and_batch("ppo-cartpole", ["model.actor_inputs=[0, 7]"])

@@ -1,10 +1,10 @@
-"""rlpilot.torchrl_import: the CLI imports TorchRL with Ray and MuJoCo hidden, and both load normally after."""
+"""rlpilot.common.torchrl_import: the CLI imports TorchRL with Ray and MuJoCo hidden, and both load normally after."""
 
 from __future__ import annotations
 
 import sys
 
-from rlpilot.torchrl_import import import_hiding
+from rlpilot.common.torchrl_import import import_hiding
 
 
 def test_a_hidden_package_looks_absent_while_the_packages_import_then_imports_normally(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 optuna = pytest.importorskip("optuna")
 from rlpilot.tune import AGGREGATES, Param, TuneSpec, interval, parse_param, parse_space, run_score  # noqa: E402

@@ -24,9 +24,9 @@ from pathlib import Path
 from rlpilot.adapt.dagger import DaggerTrainable
 from rlpilot.adapt.settings import AdaptSettings
 from rlpilot.adapt.teacher import TABLE_FILE, TeacherTable, draw_conditions, identity, label
+from rlpilot.common.errors import UserError
 from rlpilot.config.load import load_config
 from rlpilot.control.trainable import ControlTrainable
-from rlpilot.errors import UserError
 from rlpilot.loop.trainer import train
 from rlpilot.reference import controller_defaults, tune_reference
 from rlpilot.reference.play import Objective, play_candidates

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 USAGE = "rlpilot train adapt PLANT --controller package.module:Class --param KEY=LOW:HIGH[:log] ..."
 
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     overrides += [f"train.device={args.device}"] * (args.device is not None)
     fixed = controller_kwargs(args) or {}
     resolve_env(args.env)  # a bad id or module is one line before torch is imported
-    from rlpilot.torchrl_import import import_torchrl
+    from rlpilot.common.torchrl_import import import_torchrl
 
     import_torchrl()
     from rlpilot.adapt import train_adapt

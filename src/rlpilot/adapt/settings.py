@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from rlpilot.common.errors import UserError
 from rlpilot.config.fields import at_least, between, field_problems, fraction, positive
-from rlpilot.errors import UserError
 
 
 @dataclass

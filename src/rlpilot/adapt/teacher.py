@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import atomic_write, dumps, read_json
 from rlpilot.conditions import Declared
-from rlpilot.errors import UserError
-from rlpilot.files import atomic_write, dumps, read_json
 
 TABLE_FILE = "teacher.json"
 

@@ -5,10 +5,10 @@ multi-agent one (the group layout, where the agent dimension sits, the pitfalls 
 
 from __future__ import annotations
 
+from rlpilot.common.errors import UserError
 from rlpilot.config.load import apply_overrides, load_config, preset_names
 from rlpilot.config.schema import Config
 from rlpilot.config.sections import EnvConfig
-from rlpilot.errors import UserError
 
 FAMILIES = {
     "control": "trains a policy on an env",

@@ -2,7 +2,7 @@
 
 It steps the env within a time budget: its specs in words, a short rollout's layout, random-policy episodes and
 observation scales, ``env.base_controller`` alone; then the pitfalls (``pitfalls.py``) and the printed report
-(``report.py``). Each pitfall found is a :class:`~rlpilot.findings.Finding` (the type ``rlpilot doctor`` reports
+(``report.py``). Each pitfall found is a :class:`~rlpilot.common.findings.Finding` (the type ``rlpilot doctor`` reports
 too): a severity (``error`` fails the check with exit 1, ``warning`` and ``info`` do not), the evidence that raised
 it, the likely cause, and the fix.
 """
@@ -29,14 +29,14 @@ from rlpilot.check.pitfalls import (
     spec_notes,
 )
 from rlpilot.check.report import CheckReport, plan_budget
+from rlpilot.common.files import atomic_write
+from rlpilot.common.findings import Finding
 from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import evaluate
 from rlpilot.envs.gym_vector import reset_checked
 from rlpilot.envs.make import make_env, make_vector_env, observation_reader
 from rlpilot.envs.pixels import frame_png, is_image_spec
-from rlpilot.findings import Finding
 from rlpilot.registry import registered_spec
-from rlpilot.runs import atomic_write
 
 
 def describe_spec(spec: TensorSpec) -> str:

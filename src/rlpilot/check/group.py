@@ -17,8 +17,8 @@ from torchrl.data import Categorical, Composite, OneHot
 
 from rlpilot import registry
 from rlpilot.check.env import specs_check
+from rlpilot.common.findings import Finding, by_severity, count, render_finding
 from rlpilot.config.sections import EnvConfig
-from rlpilot.findings import Finding, by_severity, count, render_finding
 from rlpilot.multiagent.envs import backend, env_kwargs, make_vector
 from rlpilot.multiagent.trainable import greedy_episodes
 

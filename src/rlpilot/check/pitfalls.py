@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from torchrl.data import Categorical
 
+from rlpilot.common.findings import Finding
 from rlpilot.config.sections import EnvConfig
 from rlpilot.envs.make import make_vector_env
-from rlpilot.findings import Finding
 
 
 def random_rollout(

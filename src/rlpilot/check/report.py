@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from rlpilot.findings import Finding, by_severity, count, render_finding
+from rlpilot.common.findings import Finding, by_severity, count, render_finding
 
 SCALE_COLUMN = {"dimension": "dim", "channel": "channel"}
 """Heading of the observation-scale table's first column, per ``CheckReport.scale_unit``."""

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from rlpilot.common.errors import UserError
 from rlpilot.compare.report import ORACLE, ROBUST, summarise, write_report
 from rlpilot.conditions import SAMPLED, Declared
 from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import EvalResult
-from rlpilot.errors import UserError
 from rlpilot.reference import Reference, controller_defaults, tune_reference
 from rlpilot.reference.play import Objective, play_candidates
 from rlpilot.tune.space import Param
@@ -121,8 +121,7 @@ def _progress_bar(plan: Plan, description: str):
 def references(plan: Plan, out: Path) -> dict[str, Reference]:
     """The robust reference and each condition's oracle, tuned here or read back from ``out/references.json``
     when tuned with the same settings."""
-    from rlpilot.files import dumps, read_json
-    from rlpilot.runs import atomic_write
+    from rlpilot.common.files import atomic_write, dumps, read_json
 
     cache_path = out / "references.json"
     advice = "it is not a cache rlpilot compare wrote: remove it to tune again"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 SEARCHES = {"quick": (8, 3, 6), "fine": (16, 6, 12)}
 """``--search``: candidates a batch, TPE rounds, refinement rounds."""
@@ -15,8 +15,8 @@ SEARCHES = {"quick": (8, 3, 6), "fine": (16, 6, 12)}
 def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     from rlpilot.arguments import controller_kwargs
     from rlpilot.check import env_config
+    from rlpilot.common.redact import redact_command
     from rlpilot.play.trust import allow_code, require_trust
-    from rlpilot.redact import redact_command
     from rlpilot.registry import resolve_env
 
     for target in [*args.run, *args.artifact]:
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         )
     env_cfg = env_config(args.env, args.set)
     resolve_env(env_cfg.id)
-    from rlpilot.torchrl_import import import_torchrl
+    from rlpilot.common.torchrl_import import import_torchrl
 
     import_torchrl()
     from rlpilot.compare import Plan, compare, conditions_of

@@ -137,8 +137,7 @@ def _references_text(summary: dict) -> list[str]:
 
 def write_report(plan, declared, summary: dict, table: dict, out: Path) -> None:
     """``answer.md``, ``compare.json``, ``ratios.png`` and a trace per condition into ``out``."""
-    from rlpilot.files import dumps
-    from rlpilot.runs import atomic_write
+    from rlpilot.common.files import atomic_write, dumps
 
     for label, data in summary["conditions"].items():
         data["outside"] = declared.outside(plan.conditions[label])
@@ -234,7 +233,7 @@ def trace_chart(label: str, rows: dict[str, EvalResult], names: tuple[str, ...],
 
 
 def _finish(fig, axes, path: Path, title: str) -> Path:
-    from rlpilot.runs import atomic_write
+    from rlpilot.common.files import atomic_write
 
     axes[0].set_title(title)
     axes[-1].set_xlabel("step")

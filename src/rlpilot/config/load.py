@@ -16,11 +16,11 @@ from typing import Any
 import yaml
 
 from rlpilot import registry
+from rlpilot.common.errors import UserError
 from rlpilot.config import safe_yaml
 from rlpilot.config.fields import section_problems
 from rlpilot.config.schema import Config
 from rlpilot.config.sections import EnvConfig
-from rlpilot.errors import UserError
 
 
 # -- building from data ------------------------------------------------------------------------

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from rlpilot.bounds import MAX_NESTING as MAX_DEPTH  # one bound for every file rlpilot reads
-from rlpilot.errors import UserError
+from rlpilot.common.bounds import MAX_NESTING as MAX_DEPTH  # one bound for every file rlpilot reads
+from rlpilot.common.errors import UserError
 
 MAX_CHARS = 1_000_000
 """Text longer than this is refused before parsing (a preset is ~2,000 characters)."""

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from rlpilot import registry
+from rlpilot.common.errors import UserError
+from rlpilot.common.redact import redact_data
 from rlpilot.config import fields, sections
-from rlpilot.errors import UserError
-from rlpilot.redact import redact_data
 
 if TYPE_CHECKING:
     import torch

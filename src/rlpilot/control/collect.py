@@ -23,11 +23,11 @@ import torch
 from tensordict import TensorDict
 from torchrl.envs import RewardScaling, TransformedEnv
 
+from rlpilot.common.errors import StopRun
 from rlpilot.config.schema import Config
 from rlpilot.envs.gym_vector import step_checked
 from rlpilot.envs.make import observation_reader
 from rlpilot.envs.native import NativeEnv
-from rlpilot.errors import StopRun
 
 TRANSITION_KEYS = (
     "observation",

@@ -32,8 +32,8 @@ from pathlib import Path
 import torch
 from tensordict import TensorDict
 
+from rlpilot.common.errors import UserError
 from rlpilot.config.schema import Config
-from rlpilot.errors import UserError
 
 MAX_REPLACEMENTS = 20
 """Dead actors replaced in one run before the run stops (something kills them faster than they work)."""

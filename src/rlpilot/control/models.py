@@ -8,9 +8,9 @@ import torch
 from torch import nn
 from torchrl.data import Bounded, Categorical, OneHot, TensorSpec
 
+from rlpilot.common.errors import UserError
 from rlpilot.config.sections import ModelConfig
 from rlpilot.control.compiled.cuda_graph import graphed
-from rlpilot.errors import UserError
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 

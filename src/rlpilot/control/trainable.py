@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from rlpilot import registry
-from rlpilot.bounds import Allocation, networks
+from rlpilot.common.bounds import Allocation, networks
 from rlpilot.config.schema import Config
 from rlpilot.control.algos import build
 from rlpilot.control.collect import BatchCollector

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rlpilot.common.findings import Finding, by_severity, count, render_finding
 from rlpilot.doctor import control, llm, multiagent, offpolicy
 from rlpilot.doctor.view import Rule, RunView
-from rlpilot.findings import Finding, by_severity, count, render_finding
 from rlpilot.runs import load_run
 
 SCHEMA_VERSION = 1

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlpilot.common.findings import Finding
 from rlpilot.doctor.view import RunView, tail
-from rlpilot.findings import Finding
 
 RETURN_COLUMNS = ("train/episode_return", "eval/return_mean")
 """Besides every ``loss/*`` column: the columns ``nonfinite_metrics`` requires to hold a finite value."""

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from rlpilot.common.findings import Finding
 from rlpilot.doctor.common import (
     rule_loss_exploding,
     rule_no_progress,
@@ -19,7 +20,6 @@ from rlpilot.doctor.common import (
     rule_throughput,
 )
 from rlpilot.doctor.view import Rule, RunView, head, tail
-from rlpilot.findings import Finding
 
 
 def rule_loss_rising(v: RunView) -> list[Finding]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlpilot.common.findings import Finding
 from rlpilot.doctor.common import (
     no_progress,
     nonfinite_metrics,
@@ -18,7 +19,6 @@ from rlpilot.doctor.common import (
     rule_throughput,
 )
 from rlpilot.doctor.view import Rule, RunView, head, tail
-from rlpilot.findings import Finding
 
 KL_WARNING = 2.0  # nats per token (TorchRL k3 estimate, padded mean); grpo-reverse: 0.05-1.2 while learning
 NO_SIGNAL_SHARE = 0.9  # groups whose responses all score the same give zero advantage

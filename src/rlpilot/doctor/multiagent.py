@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
+from rlpilot.common.findings import Finding
 from rlpilot.doctor.control import RULES as CONTROL_RULES
 from rlpilot.doctor.view import Rule, RunView, tail
-from rlpilot.findings import Finding
 
 COLLAPSED = 0.1
 """An agent's entropy below this share of the uniform policy's (log of the number of actions) is collapsed..."""

@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
+from rlpilot.common.findings import Finding
 from rlpilot.doctor import control
 from rlpilot.doctor.view import Rule, RunView, tail
-from rlpilot.findings import Finding
 
 ALPHA_COLLAPSED = 1e-4
 """``sac/alpha`` below this: the entropy term is gone (SAC has become a noisy DDPG). Healthy runs end at

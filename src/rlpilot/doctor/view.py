@@ -12,8 +12,8 @@ from collections.abc import Callable
 import numpy as np
 
 from rlpilot import registry
+from rlpilot.common.findings import Finding
 from rlpilot.config.schema import Config
-from rlpilot.findings import Finding
 from rlpilot.runs import Run
 
 

@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 import torch
 
+from rlpilot.common.errors import UserError
 from rlpilot.controllers import GUIDE, CheckedController, check_controller, check_protocol, is_user_controller
 from rlpilot.envs.arm.adaptive import TrackAdaptivePD
 from rlpilot.envs.arm.controllers import ARM_IDS, TRACK_IDS, ReacherPD, TrackPD, TrackPID
-from rlpilot.errors import UserError
 from rlpilot.registry import import_user_module
 
 

@@ -22,7 +22,7 @@ from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 from torchrl.envs.libs.gym import _gym_to_torchrl_spec_transform
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 
 class CartPoleVectorEnvNoAutoreset(CartPoleVectorEnv):

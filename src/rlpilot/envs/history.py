@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 
 def history_problem(observation_space: gym.Space, action_space: gym.Space) -> str | None:

@@ -33,14 +33,14 @@ from torchrl.envs import (
     TransformedEnv,
 )
 
-from rlpilot.bounds import FLOAT_BYTES, Allocation
+from rlpilot.common.bounds import FLOAT_BYTES, Allocation
+from rlpilot.common.errors import UserError
 from rlpilot.conditions import Declared, UnderCondition, require
 from rlpilot.config.sections import EnvConfig
 from rlpilot.envs.gym_vector import CartPoleVectorEnvNoAutoreset, GymVectorEnv
 from rlpilot.envs.history import ObservationHistory, history_problem
 from rlpilot.envs.native import NativeEnv, make_native_vector_env
 from rlpilot.envs.pixels import FrameReader, frame_stack_transform, frame_transforms, is_image_spec
-from rlpilot.errors import UserError
 from rlpilot.registry import register_namespace, resolve_env
 
 # gymnasium ids with a numpy-vectorised implementation that can run without autoreset.
@@ -278,9 +278,9 @@ def observation_bytes(env_cfg: EnvConfig, space: gym.Space) -> int:
 
 
 def env_allocations(env_cfg: EnvConfig, *, steps_per_env: int, section: str, eval_envs: int, replay_frames: int = 0):
-    """What a control run's envs and buffers hold (:class:`rlpilot.bounds.Allocation`, from one env's spaces): the
-    collected batches, the replay buffer, the env objects; and the observation and action sizes the networks
-    are built for. ``section``: the config section of ``steps_per_env`` and ``buffer_size``."""
+    """What a control run's envs and buffers hold (:class:`rlpilot.common.bounds.Allocation`, from one env's
+    spaces): the collected batches, the replay buffer, the env objects; and the observation and action sizes the
+    networks are built for. ``section``: the config section of ``steps_per_env`` and ``buffer_size``."""
     observation_space, action_space = single_spaces(env_cfg)
     if env_cfg.history and history_problem(observation_space, action_space) is None:  # the columns it appends
         width = observation_space.shape[0] + int(np.prod(action_space.shape))

@@ -39,8 +39,8 @@ from gymnasium.vector.utils import batch_space
 from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import EnvBase
 
+from rlpilot.common.errors import UserError
 from rlpilot.envs.gym_vector import set_batched_specs
-from rlpilot.errors import UserError
 
 
 class NativeVectorEnv(abc.ABC):

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from torchrl.envs import CatFrames, GrayScale, Resize, ToTensorImage, Transform
 
+from rlpilot.common.errors import UserError
 from rlpilot.config.sections import EnvConfig
-from rlpilot.errors import UserError
 
 
 def is_image_spec(spec) -> bool:

@@ -33,9 +33,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlpilot.common.errors import UserError
 from rlpilot.config.sections import EnvConfig
 from rlpilot.controllers import CheckedController, all_finite, check_gate_signal, is_user_controller
-from rlpilot.errors import UserError
 
 RESIDUAL_FORMULAS = {
     "add": "clip(base(observation) + residual_scale * policy(observation)), the policy's actions in the action "

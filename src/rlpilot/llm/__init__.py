@@ -9,7 +9,7 @@ turns its absence into one line.
 
 from __future__ import annotations
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 
 def require_transformers() -> None:

@@ -22,8 +22,8 @@ import warnings
 
 import torch
 
-from rlpilot import stopping
-from rlpilot.bounds import NETWORK_COPIES, Allocation
+from rlpilot.common import stopping
+from rlpilot.common.bounds import NETWORK_COPIES, Allocation
 from rlpilot.config.schema import Config
 from rlpilot.guard import Guard
 from rlpilot.llm import require_transformers

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from rlpilot.errors import UserError
-from rlpilot.files import read_json
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import read_json
 from rlpilot.llm import require_transformers
 
 # every character a task prompt or answer can hold; ids 0-2 are the special tokens

@@ -11,7 +11,7 @@ import random
 
 import torch
 
-from rlpilot import stopping
+from rlpilot.common import stopping
 from rlpilot.llm.tasks import Task
 
 

@@ -12,7 +12,7 @@ import abc
 import random
 from dataclasses import dataclass
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 HELDOUT_SEED = 1234  # the split never depends on the training seed: every run is evaluated on the same prompts
 

@@ -13,12 +13,12 @@ import numpy as np
 import torch
 
 from rlpilot import registry
-from rlpilot.bounds import refuse_beyond
+from rlpilot.common.bounds import refuse_beyond
+from rlpilot.common.errors import UserError
+from rlpilot.common.redact import redact_data
 from rlpilot.config.load import apply_overrides
 from rlpilot.config.schema import Config, resolve_device
-from rlpilot.errors import UserError
 from rlpilot.loop.monitor import Progress
-from rlpilot.redact import redact_data
 from rlpilot.runs import CHECKPOINT_FORMAT, Run
 
 RESUME_SEED_STRIDE = 7_919  # envs restart with fresh episodes after a resume, on a different seed
@@ -32,7 +32,7 @@ def seed_everything(seed: int) -> None:
 def check_memory(config: Config) -> None:
     """What the run would allocate (its trainable's ``allocations``: envs, batches, buffers, networks, estimated
     from the config and the env's specs) must fit in the memory available now (``train.device``'s too);
-    otherwise one line (:func:`rlpilot.bounds.refuse_beyond`), before anything is allocated."""
+    otherwise one line (:func:`rlpilot.common.bounds.refuse_beyond`), before anything is allocated."""
     device = str(resolve_device(config.train.device))
     refuse_beyond(registry.trainable_builder(config.algo).allocations(config), device=device)
 

@@ -75,6 +75,6 @@ class TrainableBuilder(Protocol):
         (a checkpoint's) when resuming, so nothing is measured or warmed up twice."""
 
     def allocations(self, config: Any) -> list[Any]:
-        """What building and training ``config`` would allocate (``rlpilot.bounds.Allocation``: envs, batches,
+        """What building and training ``config`` would allocate (``rlpilot.common.bounds.Allocation``: envs, batches,
         buffers, networks), estimated from the config and the env's specs before anything is built; the loop
-        refuses a run that would not fit (``rlpilot.bounds.refuse_beyond``)."""
+        refuses a run that would not fit (``rlpilot.common.bounds.refuse_beyond``)."""

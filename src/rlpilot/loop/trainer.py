@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rlpilot import registry, stopping
+from rlpilot import registry
 from rlpilot.cluster import check_reachable, ray_session
+from rlpilot.common import stopping
+from rlpilot.common.errors import StopRun, UserError
 from rlpilot.config.schema import Config, remote_collection_problem, resolve_device, solved_threshold
-from rlpilot.errors import StopRun, UserError
 from rlpilot.loop import curve_helper, lifecycle
 from rlpilot.loop.monitor import Milestones, Progress, ProgressBar
 from rlpilot.loop.trainable import Trainable

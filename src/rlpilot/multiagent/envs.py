@@ -23,9 +23,9 @@ from tensordict import TensorDict
 from torchrl.data import Categorical, OneHot
 
 from rlpilot import registry
-from rlpilot.bounds import FLOAT_BYTES, Allocation, refuse_beyond
+from rlpilot.common.bounds import FLOAT_BYTES, Allocation, refuse_beyond
+from rlpilot.common.errors import UserError
 from rlpilot.config.sections import EnvConfig
-from rlpilot.errors import UserError
 
 # a version note from TorchRL, not a problem: the PettingZoo backend is tested here with pettingzoo 1.27
 warnings.filterwarnings("ignore", message="PettingZoo in TorchRL is tested")

@@ -16,7 +16,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpilot import registry
-from rlpilot.bounds import FLOAT_BYTES, Allocation, networks
+from rlpilot.common.bounds import FLOAT_BYTES, Allocation, networks
 from rlpilot.config.schema import Config
 from rlpilot.control.collect import EpisodeTracker
 from rlpilot.envs.make import BATCH_COPIES, PER_FRAME_EXTRA_BYTES

@@ -2,7 +2,7 @@
 
 A graph is data that can still run for ever: a valid ONNX ``Loop`` with a trip count of 10^15 is a few
 hundred bytes. While ``session.run`` works, the main thread is inside C code, so Python's signal handlers
-(the CLI's SIGINT/SIGTERM, :mod:`rlpilot.stopping`) wait for it to return: ``eval`` hung and ignored SIGTERM.
+(the CLI's SIGINT/SIGTERM, :mod:`rlpilot.common.stopping`) wait for it to return: ``eval`` hung and ignored SIGTERM.
 So each step runs on a worker thread while the main thread waits for its outputs, at most
 :data:`STEP_LIMIT_S`; the wait is where a signal lands. A signal, or the limit passed, calls the step's
 ``stop`` (onnxruntime: ``RunOptions.terminate``, which ends a running ``session.run`` within a node) and the
@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 STEP_LIMIT_S = 10.0
 """Longest one step may run (``rlpilot eval --step-limit``): an exported policy's step takes microseconds to
@@ -69,7 +69,7 @@ class BoundedStep:
                 "milliseconds: the graph loops or computes far more than a policy); export the run again, or raise "
                 "--step-limit if it is meant to be that slow"
             ) from None
-        except BaseException:  # SIGINT/SIGTERM while the step runs (rlpilot.stopping.Interrupted, KeyboardInterrupt)
+        except BaseException:  # SIGINT/SIGTERM while the step runs (common.stopping.Interrupted, KeyboardInterrupt)
             self._halt(done)
             raise
         if error is not None:

@@ -14,17 +14,17 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import atomic_write, own_file
 from rlpilot.conditions import SAMPLED
 from rlpilot.config.sections import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs.make import declaration, make_env, single_spaces
-from rlpilot.errors import UserError
-from rlpilot.files import own_file
 from rlpilot.play.bounded_step import STEP_LIMIT_S
 from rlpilot.play.load import load_artifact, load_policy
 from rlpilot.play.signature import check_signature_fits
 from rlpilot.registry import resolve_env
-from rlpilot.runs import atomic_write, load_run
+from rlpilot.runs import load_run
 
 
 @dataclass

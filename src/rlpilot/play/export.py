@@ -19,10 +19,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlpilot.common.errors import UserError
 from rlpilot.envs.history import HistoryState
 from rlpilot.envs.make import env_class, observation_reader, single_spaces, to_numpy
 from rlpilot.envs.residual import ResidualLaw
-from rlpilot.errors import UserError
 from rlpilot.play.load import LoadedPolicy, load_policy
 from rlpilot.play.write import (
     FORMATS,

@@ -18,14 +18,14 @@ import numpy as np
 import torch
 
 from rlpilot import registry
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import atomic_write, own_file
 from rlpilot.config.sections import EnvConfig
-from rlpilot.errors import UserError
-from rlpilot.files import own_file
 from rlpilot.multiagent.envs import make_vector
 from rlpilot.multiagent.trainable import greedy_episodes
 from rlpilot.play.bounded_step import STEP_LIMIT_S
 from rlpilot.play.load import refuse_nonfinite
-from rlpilot.runs import Run, atomic_write, check_compatible, load_run, versions
+from rlpilot.runs import Run, check_compatible, load_run, versions
 
 CONTROLLERS = ("random", "heuristic")
 """Reference policies on a multi-agent env: uniform random actions, and a hand-written heuristic (simple_spread:

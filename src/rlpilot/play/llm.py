@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlpilot.runs import atomic_write
+from rlpilot.common.files import atomic_write
 
 if TYPE_CHECKING:
     import torch
@@ -30,7 +30,7 @@ def is_llm_run(target: str | Path) -> bool:
 
 
 def eval_llm_run(target: str | Path, *, checkpoint: str = "last", csv_path: str | Path | None = None) -> str:
-    from rlpilot.errors import UserError
+    from rlpilot.common.errors import UserError
 
     if checkpoint not in ("last", "best"):
         raise UserError(f"--checkpoint {checkpoint}: choose last or best")
@@ -49,8 +49,8 @@ def eval_llm_run(target: str | Path, *, checkpoint: str = "last", csv_path: str 
 
 def evaluate_run(path, *, checkpoint: str = "last") -> tuple[torch.Tensor, list[str], list[str]]:
     """``rlpilot eval`` on an LLM run: greedy held-out rewards of a checkpoint (prompts, responses too)."""
+    from rlpilot.common.errors import UserError
     from rlpilot.config.schema import resolve_device
-    from rlpilot.errors import UserError
     from rlpilot.llm.grpo import build_learner, eval_prompts
     from rlpilot.runs import load_run
 

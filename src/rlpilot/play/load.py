@@ -12,10 +12,10 @@ import numpy as np
 import torch
 from torchrl.envs import TransformedEnv
 
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import read_regular
 from rlpilot.control.algos import Algorithm, build
 from rlpilot.envs.make import make_env
-from rlpilot.errors import UserError
-from rlpilot.files import read_regular
 from rlpilot.play.bounded_step import STEP_LIMIT_S, BoundedStep
 from rlpilot.play.safe_artifact import MAX_ARCHIVE_BYTES, load_pt2
 from rlpilot.play.signature import AGAIN, Declared, declared, read_signature

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 from rlpilot.play.signature import AGAIN, Declared
 
 ORT_DTYPES = {"float32": "tensor(float)", "int64": "tensor(int64)"}

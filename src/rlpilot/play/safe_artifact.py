@@ -36,8 +36,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from rlpilot.errors import UserError
-from rlpilot.files import read_regular
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import read_regular
 
 _ARCHIVE_FILES = re.compile(
     r"(archive_format|archive_version|byteorder|\.data/version|\.data/serialization_id|models/model\.json"

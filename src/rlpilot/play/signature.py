@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import read_regular
 from rlpilot.config.safe_yaml import MAX_DEPTH
-from rlpilot.errors import UserError
-from rlpilot.files import read_regular
 
 SIGNATURE_FORMATS = ("onnx", "pt2", "torchscript")
 MAX_SIGNATURE_BYTES = 2**20

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 
 FLAG = "--trust-code"
 _allowed = False

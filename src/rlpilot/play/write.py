@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from rlpilot.errors import UserError
-from rlpilot.files import atomic_write, dumps, read_regular, refuse_links
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import atomic_write, dumps, read_regular, refuse_links
 from rlpilot.play.load import load_artifact, refuse_nonfinite
 from rlpilot.play.signature import MAX_SIGNATURE_BYTES, loads_bounded
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from rlpilot.common.errors import UserError
 from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
 from rlpilot.envs.catalogue import build_controller
 from rlpilot.envs.make import make_env
-from rlpilot.errors import UserError
 
 MAX_ENVS = 1024
 """Envs one batch plays at once (candidates x episodes): a batch beyond it is played in parts."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlpilot.errors import UserError
+from rlpilot.common.errors import UserError
 from rlpilot.tune.space import Param
 
 EDGE = 0.01

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rlpilot import stopping
-from rlpilot.bounds import refuse_runs
+from rlpilot.common import stopping
+from rlpilot.common.bounds import refuse_runs
+from rlpilot.common.errors import UserError
+from rlpilot.common.redact import redact, redact_url
 from rlpilot.config.load import load_config
 from rlpilot.config.schema import solved_threshold
-from rlpilot.errors import UserError
-from rlpilot.redact import redact, redact_url
 from rlpilot.runs import load_run, try_lock
 from rlpilot.stats import bootstrap
 from rlpilot.sweep import run_in_processes, run_member

@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import atomic_write, dumps
+from rlpilot.common.redact import redact
 from rlpilot.config import safe_yaml
 from rlpilot.config.fields import field_problems
-from rlpilot.errors import UserError
-from rlpilot.files import dumps
-from rlpilot.redact import redact
-from rlpilot.runs import atomic_write
 from rlpilot.stats import bootstrap
 from rlpilot.tune.report import controller_summary, paired_check, params_text
 from rlpilot.tune.space import Param, once_each, parse_range

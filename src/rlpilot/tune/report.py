@@ -10,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rlpilot.common.files import atomic_write, dumps
+from rlpilot.common.redact import redact
 from rlpilot.config.load import load_config
-from rlpilot.files import dumps
-from rlpilot.redact import redact
-from rlpilot.runs import atomic_write
 from rlpilot.stats import BOOTSTRAP_SAMPLES, bootstrap, paired_difference
 from rlpilot.tune.space import AGGREGATES, Param
 from rlpilot.tune.study import Study, fmt, trial_overrides

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from rlpilot.common.errors import UserError
 from rlpilot.config import safe_yaml
 from rlpilot.config.load import field_type, load_config
-from rlpilot.errors import UserError
 from rlpilot.stats import iqm
 
 OBJECTIVES = ("frames", "time", "return")

@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpilot.endpoints import check_reachable, host_port
-from rlpilot.errors import UserError
-from rlpilot.files import dumps
-from rlpilot.redact import redact, redact_data, redact_url
-from rlpilot.runs import atomic_write, try_lock
+from rlpilot.common.endpoints import check_reachable, host_port
+from rlpilot.common.errors import UserError
+from rlpilot.common.files import atomic_write, dumps
+from rlpilot.common.redact import redact, redact_data, redact_url
+from rlpilot.runs import try_lock
 from rlpilot.tune.space import TuneSpec
 
 HEARTBEAT_S = 10  # a running trial's heartbeat; another host fails it after GRACE_S without one

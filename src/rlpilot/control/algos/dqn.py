@@ -24,7 +24,7 @@ from torch import nn
 from torchrl.data import LazyTensorStorage, PrioritizedSampler, RandomSampler, TensorDictReplayBuffer
 from torchrl.envs import EnvBase
 
-from rlpilot import stopping
+from rlpilot.common import stopping
 from rlpilot.config.schema import Config
 from rlpilot.config.sections import DQNConfig
 from rlpilot.control import compiled

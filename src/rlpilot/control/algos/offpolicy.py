@@ -15,13 +15,13 @@ from tensordict import TensorDict
 from torch import nn
 from torchrl.envs import EnvBase
 
-from rlpilot import stopping
+from rlpilot.common import stopping
+from rlpilot.common.errors import UserError
 from rlpilot.config.schema import Config
 from rlpilot.config.sections import ModelConfig, SACConfig, TD3Config
 from rlpilot.control import compiled
 from rlpilot.control.collect import TRANSITION_KEYS, as_key, nested_tensordict
 from rlpilot.control.models import action_kind, mlp, observation_size
-from rlpilot.errors import UserError
 from rlpilot.guard import Guard
 
 AT_BOUND_SHARE_OF_WIDTH = 0.01

@@ -26,7 +26,7 @@ from torchrl.envs import EnvBase
 from torchrl.modules import TanhNormal
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
-from rlpilot import stopping
+from rlpilot.common import stopping
 from rlpilot.config.schema import Config
 from rlpilot.config.sections import PPOConfig
 from rlpilot.control import compiled

@@ -9,14 +9,14 @@ device or a pipe, and JSON that is strict (no ``NaN``); reading a file someone s
 - :func:`refuse_links`: a run's files are written only inside the run; a symbolic link at a path rlpilot
   writes (``events.jsonl`` pointing elsewhere, ``checkpoints/`` on another disk) is refused in one line.
 - :func:`dumps`: ``json.dumps`` with ``allow_nan=False``; non-finite floats become ``null``, secrets ``***``
-  (:func:`rlpilot.redact.redact_data`: every JSON file rlpilot writes goes through here).
+  (:func:`rlpilot.common.redact.redact_data`: every JSON file rlpilot writes goes through here).
 - :func:`read_regular`: the bytes of a regular file of at most so many bytes; a pipe, a device or a file
   too large is one line before anything is read (a FIFO would block the read, ``/dev/zero`` never end it).
 - :func:`read_data` / :func:`read_json`: a file rlpilot wrote, read back as data (a run's ``meta.json`` and
   ``events.jsonl``, an artifact's signature): its size and its nesting are bounded, and a damaged one is one line
   naming it, never a traceback.
 
-Every ``OSError`` while writing becomes a :class:`~rlpilot.errors.RunWriteError`: one line naming the file.
+Every ``OSError`` while writing becomes a :class:`~rlpilot.common.errors.RunWriteError`: one line naming the file.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rlpilot.bounds import MAX_NESTING  # one bound for every file rlpilot reads (what it writes nests 4 deep)
-from rlpilot.errors import RunWriteError, UserError
-from rlpilot.redact import redact, redact_data
+from rlpilot.common.bounds import MAX_NESTING  # one bound for every file rlpilot reads (what it writes nests 4 deep)
+from rlpilot.common.errors import RunWriteError, UserError
+from rlpilot.common.redact import redact, redact_data
 
 
 @contextmanager
@@ -139,7 +139,7 @@ def finite_or_none(value: Any) -> Any:
 def dumps(value: Any, **kwargs: Any) -> str:
     """Strict JSON (``allow_nan=False``): NaN and inf are written as ``null``, objects JSON does not know
     (paths, numpy scalars) as their string unless ``default`` says otherwise; a URL's password or a
-    secret-named value as ``***`` (:mod:`rlpilot.redact`)."""
+    secret-named value as ``***`` (:mod:`rlpilot.common.redact`)."""
     kwargs.setdefault("default", _plain)
     return json.dumps(redact_data(finite_or_none(_numbers(value))), allow_nan=False, **kwargs)
 

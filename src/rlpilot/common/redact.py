@@ -3,7 +3,7 @@
 A storage URL (``tune --storage``), a Ray address or an MLflow URI can carry a password, in the URL's
 user info (``postgresql://user:SECRET@host/db``, ``user:SECRET@host:port`` without a scheme, where the password
 may itself hold ``@``, ``/`` or ``?``) or in its query (``sqlite:///x.db?password=SECRET``, ``?token=...``).
-Whatever rlpilot writes goes through here first: every JSON file (:func:`rlpilot.files.dumps`: ``meta.json``
+Whatever rlpilot writes goes through here first: every JSON file (:func:`rlpilot.common.files.dumps`: ``meta.json``
 with its command, ``events.jsonl``, ``tune.json``, summaries, signatures), every config file
 (:meth:`rlpilot.config.schema.Config.to_yaml`) and every error line the CLI prints; the secret is replaced by
 ``***`` and the rest stays readable.

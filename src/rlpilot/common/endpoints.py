@@ -10,8 +10,8 @@ from __future__ import annotations
 import socket
 from urllib.parse import urlsplit
 
-from rlpilot.errors import UserError
-from rlpilot.redact import redact_url
+from rlpilot.common.errors import UserError
+from rlpilot.common.redact import redact_url
 
 REACH_TIMEOUT_S = 5.0
 """Seconds an endpoint gets to accept a TCP connection before the command is refused."""

@@ -38,10 +38,10 @@ nesting is a RecursionError inside ``json`` and YAML's composer."""
 
 
 def refuse_runs(count: int, what: str, lower: str) -> None:
-    """A :class:`~rlpilot.errors.UserError` when ``what`` (``"--seeds 5 x 3 grid points"``) would start more than
+    """A :class:`~rlpilot.common.errors.UserError` when ``what`` (``"--seeds 5 x 3 grid points"``) would start more than
     :data:`MAX_RUNS` runs; ``lower`` names the settings to lower."""
     if count > MAX_RUNS:
-        from rlpilot.errors import UserError
+        from rlpilot.common.errors import UserError
 
         raise UserError(f"{what} would start {count:,} runs, more than {MAX_RUNS:,}: lower {lower}")
 
@@ -89,9 +89,9 @@ def available_memory(device: str | None = None) -> int | None:
 def refuse_beyond(
     allocations: Iterable[Allocation], *, available: int | None = None, device: str | None = None
 ) -> None:
-    """A :class:`~rlpilot.errors.UserError` when the ``allocations`` together exceed ``available`` bytes (default:
-    :func:`available_memory` for ``device``): one line with the total, the largest part and its settings."""
-    from rlpilot.errors import UserError
+    """A :class:`~rlpilot.common.errors.UserError` when the ``allocations`` together exceed ``available`` bytes
+    (default: :func:`available_memory` for ``device``): one line with the total, the largest part and its settings."""
+    from rlpilot.common.errors import UserError
 
     parts = [part for part in allocations if part.bytes > 0]
     total = sum(part.bytes for part in parts)
