@@ -4,7 +4,8 @@ For each ``--run PRESET`` (an rlpilot preset, with ``--set`` overrides if given 
 ``--old`` commit (checked out into a temporary git worktree) and at the working tree, with the same seed and
 frames, then compare:
 
-- ``metrics.csv``: every column except wall-clock ones (``time/...``, ``collect/...`` rates), value for value;
+- ``metrics.csv``: every column except wall-clock ones (``time/...``, ``collect/...`` rates, ``compile/..._s``
+  seconds), value for value;
 - the final checkpoint: every tensor of the algorithm's state (networks, optimisers, normalisation), exactly;
 - ``rlpilot eval RUN --episodes E``'s printed returns.
 
@@ -66,7 +67,11 @@ def evaluate(src: Path, run_dir: Path, episodes: int) -> str:
 
 
 def clock(column: str) -> bool:
-    return column.startswith("time/") or column in CLOCK_COLUMNS
+    return (
+        column.startswith("time/")
+        or column in CLOCK_COLUMNS
+        or (column.startswith("compile/") and column.endswith("_s"))
+    )
 
 
 def metrics(run_dir: Path) -> list[dict]:
