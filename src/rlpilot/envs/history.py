@@ -123,6 +123,14 @@ class HistoryState(nn.Module):
             return entry
         return torch.cat([entry, history[:, : self.state_size - self.entry_size]], dim=-1)
 
+    def full(self, observation: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """The env's observation: its own columns, then the history."""
+        return torch.cat([observation, history], dim=-1)
+
+    def advance(self, observation: torch.Tensor, history: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The history of the next step (:meth:`forward`)."""
+        return self(observation, history, action)
+
     def wrap(self, policy: nn.Module) -> nn.Module:
         """``policy`` with the history as its state (:class:`HistoryPolicy`)."""
         return HistoryPolicy(policy, self)
@@ -141,11 +149,13 @@ class HistoryState(nn.Module):
 
 
 class HistoryPolicy(nn.Module):
-    """``policy`` (a :class:`rlpilot.play.export.DeployedPolicy` of the full observation) with ``env.history`` as
-    state: ``(observation without history, state) -> (action, next state)``. The state is the policy's own (a
-    PID's integral, ``policy.state_size`` floats) first, then the history."""
+    """``policy`` (a :class:`rlpilot.play.export.DeployedPolicy` of the full observation) with a history as state:
+    ``(observation without history, state) -> (action, next state)``. The state is the policy's own (a PID's
+    integral, ``policy.state_size`` floats) first, then the history. ``history`` says where its columns sit in the
+    env's observation (``full``) and how a step moves it on (``advance``): ``env.history``'s :class:`HistoryState`,
+    or the arm's ``obs_history`` (:mod:`rlpilot.envs.arm.history`)."""
 
-    def __init__(self, policy: nn.Module, history: HistoryState):
+    def __init__(self, policy: nn.Module, history: nn.Module):
         super().__init__()
         self.policy, self.history = policy, history
         self.base_size = int(getattr(policy, "state_size", 0))
@@ -153,9 +163,9 @@ class HistoryPolicy(nn.Module):
 
     def forward(self, observation: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         past = state[:, self.base_size :]
-        full = torch.cat([observation, past], dim=-1)
+        full = self.history.full(observation, past)
         if not self.base_size:
             action = self.policy(full)
-            return action, self.history(observation, past, action)
+            return action, self.history.advance(observation, past, action)
         action, next_base = self.policy(full, state[:, : self.base_size])
-        return action, torch.cat([next_base, self.history(observation, past, action)], dim=-1)
+        return action, torch.cat([next_base, self.history.advance(observation, past, action)], dim=-1)

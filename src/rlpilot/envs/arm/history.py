@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from rlpilot.envs.history import HistoryPolicy
+
 # ``obs_history``'s place in the env's observation (it needs ``obs_last_action``: it starts after the 14 base floats)
 # and what each step's entry is made of: that step's observed joint velocities and last command (the observation's
 # columns, measured: with ``obs_noise``; :mod:`rlpilot.envs.arm.env` writes them there).
@@ -58,6 +60,15 @@ class HistoryState(nn.Module):
             return full, entry
         return full, torch.cat([entry, history[:, : self.state_size - len(ENTRY)]], dim=-1)
 
+    def full(self, observation: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """The env's full observation (:meth:`forward`)."""
+        return self(observation, history)[0]
+
+    def advance(self, observation: torch.Tensor, history: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The history of the next step (:meth:`forward`; the command is in the observation, not read from
+        ``action``)."""
+        return self(observation, history)[1]
+
     def wrap(self, policy: nn.Module) -> nn.Module:
         """``policy`` with the history as its state (:class:`HistoryPolicy`)."""
         return HistoryPolicy(policy, self)
@@ -71,22 +82,3 @@ class HistoryState(nn.Module):
             "entry": list(ENTRY),
             "order": "newest first: the previous step's entry, then the one before it",
         }
-
-
-class HistoryPolicy(nn.Module):
-    """``policy`` (a :class:`rlpilot.play.export.DeployedPolicy` of the full observation) with the history as
-    state: ``(observation without history, state) -> (action, next state)``. The state is the policy's own
-    (a PID's integral, ``policy.state_size`` floats) first, then the history (``history.state_size``)."""
-
-    def __init__(self, policy: nn.Module, history: HistoryState):
-        super().__init__()
-        self.policy, self.history = policy, history
-        self.base_size = int(getattr(policy, "state_size", 0))
-        self.state_size = self.base_size + history.state_size
-
-    def forward(self, observation: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        full, next_history = self.history(observation, state[:, self.base_size :])
-        if not self.base_size:
-            return self.policy(full), next_history
-        action, next_base = self.policy(full, state[:, : self.base_size])
-        return action, torch.cat([next_base, next_history], dim=-1)
