@@ -91,13 +91,13 @@ def report(result: dict, *, hz: float) -> list[str]:
         f"{released_late}",
         f"worst overrun: {overrun / 1e3:.0f} us past the deadline",
         f"controller compute: {us(controller)}",
-        f"sim step (MuJoCo): {us(sim)}",
+        f"sim step: {us(sim)}",
         f"whole step (controller + sim): {us(whole)}",
         f"sim share of the whole step: {100 * sim.sum() / whole.sum():.0f}% (of the summed time)",
         f"wake-up lateness: {us(late)}",
         f"episode resets: {len(resets)} (between episodes, not timed as steps; the schedule restarts after each)"
         + (f": {us(resets)}" if len(resets) else ""),
-        "caveat: the sim step stands in for the real arm's I/O; its time is MuJoCo's, not a bus's",
+        "caveat: the sim step stands in for the real plant's I/O; its time is the simulator's, not a bus's",
     ]
 
 
