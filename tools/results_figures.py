@@ -254,6 +254,34 @@ def minatar_curves(path: Path) -> bytes:
     )  # fmt: skip
 
 
+def classic_curves(*paths: Path) -> bytes:
+    """The classic-control presets on held-out seeds: greedy return at each evaluation, a line per seed, up to the
+    evaluations a run makes past its first solve (``train.evals_after_solved``; the preset's threshold dashed):
+    whether the greedy policy holds once solved."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from rlpilot.config import load_config, solved_threshold
+
+    figures = []
+    for path in paths:
+        threshold = solved_threshold(load_config(json.loads(path.read_text())["preset"]))
+        figures.append((path, threshold))
+    fig, axes = _figure(5.2 * len(paths), 4.4, 1, len(paths))
+    for ax, (path, threshold) in zip(axes.flat, figures, strict=True):
+        data = json.loads(path.read_text())
+        for row in (row for row in data["rows"] if row["curve"]):
+            points = [(p["frames"], p["eval"]) for p in row["curve"]]
+            ax.plot(*zip(*points, strict=True), marker="o", markersize=3, linewidth=1.2, label=f"seed {row['seed']}")
+        ax.axhline(threshold, color="gray", linestyle="--", linewidth=1, label=f"solved at {threshold:g}")
+        ax.set_xlabel("environment frames")
+        _count_ticks(ax.xaxis)
+        ax.set_ylabel("greedy return (mean over episodes)")
+        ax.set_title(f"{data['preset']}: greedy return, and after its first solve", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        ax.text(0.01, 0.99, f"source: {path.name}", transform=ax.transAxes, fontsize=7, color="gray", va="top")
+    return _png(fig)
+
+
 def tune_acrobot(path: Path) -> bytes:
     """``rlpilot tune``'s acceptance run: each trial's frames to solve per tuning seed (the budget where a seed did
     not solve), its mean and the best so far; then the start and the best on the fresh check seeds, paired."""
@@ -312,6 +340,10 @@ FIGURES: dict[str, tuple[tuple[str, ...], Callable[..., bytes]]] = {
     "grpo-curves.png": (("seed_runs-grpo-reverse-*.json", "seed_runs-grpo-arithmetic-*.json"), grpo_curves),
     "minatar-curves.png": (("seed_runs-ppo-minatar-breakout-*.json",), minatar_curves),
     "tune-acrobot.png": (("tune_acrobot-*.json",), tune_acrobot),
+    "classic-curves.png": (
+        ("seed_runs-ppo-cartpole-*.json", "seed_runs-dqn-cartpole-*.json", "seed_runs-sac-pendulum-*.json"),
+        classic_curves,
+    ),
 }
 """Figure file (in ``docs/img/results/``) -> the patterns of its result files (the newest of each is drawn) and
 what draws it."""
