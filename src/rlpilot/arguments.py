@@ -430,7 +430,8 @@ def compare_arguments(verbs) -> None:
     p.add_argument("--effort-weight", type=Number(float, 0, 1e6), default=0.0, help="score + weight x effort")
     p.add_argument("--bar", type=Number(float, 1, 100), default=1.2, help="a row's error within BAR x the oracle's")
     p.add_argument("--effort-bar", type=Number(float, 0, 100, above=True), default=1.2, help="effort within x oracle's")
-    p.add_argument("--search", choices=list(("quick", "fine")), default="fine", help="how long the references search")
+    # the names of rlpilot.reference.search.BUDGETS (not imported here: building the parser stays light)
+    p.add_argument("--search", choices=["quick", "fine"], default="fine", help="how long the references search")
 
 
 def bench_arguments(verbs) -> None:

@@ -80,6 +80,30 @@ def test_under_a_gain_schedule_the_history_records_the_action_the_plant_received
     vector_env.close()
 
 
+def test_a_gate_on_the_controllers_last_entry_reads_the_env_s_own_last_column_under_a_history():
+    """The arm's PD names its gate's entry from the end (the error monitor, the observation's last float): under
+    ``env.history`` that is still the env's own last column, not the history's last."""
+    pytest.importorskip("mujoco")
+    config = EnvConfig(
+        id="rlpilot/ReacherTrack-v0",
+        num_envs=2,
+        backend="sync",
+        base_controller="pd",
+        residual_gate=0.01,
+        kwargs={"obs_error_peak": 0.9},
+    )
+    own = make_vector_env(config, 2)
+    width = own.single_observation_space.shape[0]
+    own.close()
+    vector_env = make_vector_env(replace(config, history=2), 2)
+    vector_env.reset(seed=3)
+    observation, *_ = vector_env.step(np.zeros((2, 2), np.float32))
+    assert observation.shape[1] > width
+    read = vector_env.law.read_signal(torch.as_tensor(observation))
+    np.testing.assert_array_equal(read.numpy(), observation[:, width - 1])  # the error monitor
+    vector_env.close()
+
+
 def test_the_export_state_step_gives_the_env_s_next_columns():
     """HistoryState: the env's full observation split into (observation, history), and the next history from the
     observation and the action returned for it, as the env builds it."""

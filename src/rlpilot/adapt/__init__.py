@@ -30,11 +30,10 @@ from rlpilot.control.trainable import ControlTrainable
 from rlpilot.loop.trainer import train
 from rlpilot.reference import controller_defaults, tune_reference
 from rlpilot.reference.play import Objective, play_candidates
+from rlpilot.reference.search import BUDGETS
 from rlpilot.runs import Run
 from rlpilot.tune.space import Param
 
-SEARCHES = {"quick": (8, 3, 6), "fine": (16, 6, 12)}
-"""Candidates a batch, TPE rounds, refinement rounds (``rlpilot compare --search``'s)."""
 FIXED = ("env.base_controller", "env.base_controller_kwargs", "env.residual_mode", "env.condition_sampled")
 """What ``train adapt`` sets itself: the student schedules the robust controller's gains on sampled plants."""
 
@@ -96,7 +95,7 @@ def teacher_table(
     starts = [{k: v for k, v in controller_defaults(plain.id, controller, fixed, space).items() if k in keys}]
     if not table.robust:
         started = time.perf_counter()
-        batch, rounds, refine = SEARCHES[settings.robust_search]
+        batch, rounds, refine = BUDGETS[settings.robust_search]
         robust = tune_reference(
             plain, controller, space, fixed, kind="robust", condition_name="sampled", condition={}, seeds=seeds,
             objective=objective, starts=starts, batch=batch, rounds=rounds, refine_rounds=refine,
@@ -106,7 +105,7 @@ def teacher_table(
         _say(f"robust reference: {robust.evaluated} candidates in {robust.seconds:.0f} s")
     names = gain_names(env_cfg, controller, {**fixed, **table.robust})
     table.conditions = draw_conditions(declared, settings.conditions, settings.seed)
-    batch, rounds, refine = SEARCHES[settings.search]
+    batch, rounds, refine = BUDGETS[settings.search]
     for index, (name, condition) in enumerate(table.conditions.items(), start=1):
         if name not in table.oracles:
             started = time.perf_counter()

@@ -8,9 +8,6 @@ from pathlib import Path
 
 from rlpilot.common.errors import UserError
 
-SEARCHES = {"quick": (8, 3, 6), "fine": (16, 6, 12)}
-"""``--search``: candidates a batch, TPE rounds, refinement rounds."""
-
 
 def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     from rlpilot.arguments import controller_kwargs
@@ -37,6 +34,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     from rlpilot.compare.report import answer_table
     from rlpilot.envs.make import declaration
     from rlpilot.reference.play import Objective
+    from rlpilot.reference.search import BUDGETS
     from rlpilot.tune.controller import controller_space
 
     declared = declaration(env_cfg)
@@ -44,7 +42,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     fixed = controller_kwargs(args) or {}
     if clash := sorted({p.key for p in space} & set(fixed)):
         raise UserError(f"--param {clash[0]} is searched: leave it out of --controller-kwargs")
-    batch, rounds, refine = SEARCHES[args.search]
+    batch, rounds, refine = BUDGETS[args.search]
     plan = Plan(
         env=env_cfg,
         controller=args.controller,

@@ -80,18 +80,15 @@ def summarise(plan, refs: dict, table: dict[str, dict[str, EvalResult]]) -> dict
 def _stamp(command: str) -> dict:
     """When, with what, and asked how: what makes a result file a record."""
     import platform
-    import subprocess
     import time
     from importlib.metadata import version
 
+    from rlpilot.runs import git_revision
+
     versions = {name: version(name) for name in ("rlpilot", "torch", "gymnasium", "numpy")}
-    try:  # the checkout's commit, where there is one (an installed rlpilot has none)
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S +0000", time.gmtime()),
-        "commit": commit or "unknown",
+        "commit": git_revision() or "unknown",  # the checkout's (an installed rlpilot has none)
         "command": command,
         "versions": versions,
         "cpu": platform.processor() or platform.machine(),
@@ -164,7 +161,8 @@ def write_report(plan, declared, summary: dict, table: dict, out: Path) -> None:
         "",
         *(f"![{path.stem}]({path.name})" for path in figures if path is not None),
         "",
-        f"`{summary['stamp']['command']}`; {summary['stamp']['date']}; "
+        f"`{summary['stamp']['command']}`; {summary['stamp']['date']}; commit "
+        f"{summary['stamp'].get('commit', 'unknown')[:12]}; "
         + ", ".join(f"{k} {v}" for k, v in summary["stamp"]["versions"].items())
         + f"; the references' search took {sum(r['seconds'] for r in summary['references'].values()):.0f} s.",
         "",

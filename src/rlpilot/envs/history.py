@@ -47,6 +47,8 @@ class ObservationHistory(gym.vector.VectorWrapper):
         self.observation_size = int(space.shape[0])
         self.action_size = int(np.prod(action_space.shape))
         self.entry_size = self.observation_size + self.action_size
+        self.appended = self.steps * self.entry_size
+        """Columns after the env's own observation."""
         dtype = space.dtype
         entry_low = np.concatenate([space.low, action_space.low.reshape(-1)]).astype(dtype)
         entry_high = np.concatenate([space.high, action_space.high.reshape(-1)]).astype(dtype)
@@ -91,6 +93,8 @@ class HistoryState(nn.Module):
     """The setting that appends the history (a config field, not one of the env's keyword arguments)."""
     in_env_kwargs = False
     """The env to play the artifact on is the run's as it is: the history is rlpilot's, not the env's."""
+    records_actions = True
+    """Each entry holds the action the plant received: in the artifact, the action it returned itself."""
 
     def __init__(self, steps: int, observation_size: int, action_size: int):
         super().__init__()
@@ -114,9 +118,7 @@ class HistoryState(nn.Module):
         """The history columns of the env's observation: the state that reproduces them."""
         return observation[:, self.start :]
 
-    def forward(
-        self, observation: torch.Tensor, history: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, observation: torch.Tensor, history: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """(the reduced observation, the history, the action returned for it) -> the history of the next step."""
         entry = torch.cat([observation, action.reshape(action.shape[0], -1).to(observation.dtype)], dim=-1)
         if self.steps == 1:

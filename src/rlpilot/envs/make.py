@@ -134,8 +134,9 @@ def make_vector_env(env_cfg: EnvConfig, num_envs: int, conditions: list[dict] | 
             env_cfg = replace(env_cfg, condition=declared.checked(env_cfg.condition))
             if env_cfg.condition_sampled:
                 sample = {k: v for k, v in declared.ranges.items() if k not in env_cfg.condition}
-        thunks = [_make_single(env_cfg, sample)] * num_envs
-        if conditions is not None:
+        if conditions is None:
+            thunks = [_make_single(env_cfg, sample)] * num_envs
+        else:
             if len(conditions) != num_envs:
                 raise ValueError(f"{len(conditions)} conditions for {num_envs} envs")
             own = [declared.checked(dict(c), option="condition") for c in conditions]
@@ -178,10 +179,8 @@ def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) ->
             vector_env.single_action_space,
             gains=env_cfg.residual_mode == "gains",
         )
-        law = ResidualLaw.from_config(env_cfg, controller, vector_env.single_observation_space)
-        if isinstance(vector_env, ObservationHistory) and isinstance(law.signal, int) and law.signal < 0:
-            if env_cfg.residual_gate_index is None:  # the controller's entry counted from the env's own end
-                law = replace(law, signal=vector_env.observation_size + law.signal)
+        appended = vector_env.appended if isinstance(vector_env, ObservationHistory) else 0
+        law = ResidualLaw.from_config(env_cfg, controller, vector_env.single_observation_space, appended=appended)
         return ResidualVectorEnv(vector_env, controller, law, env_cfg.base_controller)
     except UserError:
         vector_env.close()
@@ -283,8 +282,8 @@ def env_allocations(env_cfg: EnvConfig, *, steps_per_env: int, section: str, eva
     networks are built for. ``section``: the config section of ``steps_per_env`` and ``buffer_size``."""
     observation_space, action_space = single_spaces(env_cfg)
     if env_cfg.history and history_problem(observation_space, action_space) is None:  # the columns it appends
-        width = observation_space.shape[0] + int(np.prod(action_space.shape))
-        high = np.full(width * (env_cfg.history + 1) - int(np.prod(action_space.shape)), np.inf, np.float32)
+        own, action = observation_space.shape[0], int(np.prod(action_space.shape))
+        high = np.full(own + env_cfg.history * (own + action), np.inf, np.float32)
         observation_space = gym.spaces.Box(-high, high, dtype=np.float32)
     per_frame = 2 * observation_bytes(env_cfg, observation_space) + PER_FRAME_EXTRA_BYTES  # observation and next
     frames = env_cfg.num_envs * steps_per_env

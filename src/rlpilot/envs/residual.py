@@ -111,11 +111,15 @@ class ResidualLaw:
             raise UserError(f"env.residual_mode: one of {', '.join(RESIDUAL_MODES)}, got {self.mode!r}")
 
     @classmethod
-    def from_config(cls, env_cfg: EnvConfig, controller, observation_space: gym.Space) -> ResidualLaw:
+    def from_config(
+        cls, env_cfg: EnvConfig, controller, observation_space: gym.Space, *, appended: int = 0
+    ) -> ResidualLaw:
         """The law of ``env_cfg``'s five residual fields for ``controller`` on an env with ``observation_space``;
         one line where the gate has no signal to read (a user's controller with neither
         ``env.residual_gate_index`` nor a ``gate_signal`` method, a ``gate_signal`` of the wrong shape, an
-        entry outside the observation)."""
+        entry outside the observation). ``appended``: columns rlpilot appends after the env's own observation
+        (``env.history``): an entry the controller names from the end (the arm's error monitor, the last float)
+        counts from the end of the env's own observation, before them."""
         index = env_cfg.residual_gate_index
         if env_cfg.residual_gate and index is None and is_user_controller(env_cfg.base_controller):
             if not callable(getattr(controller, "gate_signal", None)):
@@ -131,11 +135,14 @@ class ResidualLaw:
                 f"env.residual_gate_index={index}: the observation has {width} entries (0 to {width - 1}, or "
                 "negative from the end)"
             )
+        signal = gate_signal(controller, index)
+        if index is None and isinstance(signal, int) and signal < 0:
+            signal -= appended
         return cls(
             mode=env_cfg.residual_mode,
             scale=float(env_cfg.residual_scale),
             gate=float(env_cfg.residual_gate),
-            signal=gate_signal(controller, index),
+            signal=signal,
             penalty=float(env_cfg.residual_penalty),
         )
 

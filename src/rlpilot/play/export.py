@@ -164,8 +164,8 @@ def export_run(
         )
     obs_dim = int(probe_env.observation_spec["observation"].shape[-1])
     history = carried_state(config.env, obs_dim)
-    # env.history records the action the plant received: the artifact's own, so its parity rollout does not explore
-    own_actions = history is not None and not getattr(history, "in_env_kwargs", True)
+    # a history of the actions the plant received holds the artifact's own: its parity rollout does not explore
+    own_actions = history is not None and history.records_actions
     action_spec = probe_env.full_action_spec_unbatched["action"]
     env_box = None
     base = None
@@ -223,7 +223,9 @@ def carried_state(env_config, observation_size: int):
     :class:`rlpilot.envs.arm.history.HistoryState`). What the export reads of it: ``reduce``
     and ``carried`` (the observation without those columns, and the columns), ``wrap(policy)`` (the policy with
     them as its state, after the policy's own), ``state_size``, ``reduced_size``, ``start``, ``steps``, ``kwarg``
-    (the env's keyword argument that adds them) and ``layout()`` (the manifest's entry, its ``entry`` names)."""
+    (the setting that adds them), ``in_env_kwargs`` (whether that is the env's keyword argument),
+    ``records_actions`` (whether its entries hold the actions returned) and ``layout()`` (the manifest's entry, its
+    ``entry`` names)."""
     if env_config.history:
         _, action_space = single_spaces(env_config)  # the plant's own actions (a gain schedule's policy acts on gains)
         return HistoryState(env_config.history, observation_size, int(np.prod(action_space.shape)))
@@ -296,7 +298,7 @@ def _signature(
             f"; the env's observation without its {history.kwarg} columns ({history.state_size} floats after the "
             f"first {history.start}): the state carries them"
         )
-        if getattr(history, "in_env_kwargs", True):  # the arm's obs_history: the env's own keyword argument
+        if history.in_env_kwargs:  # the arm's obs_history: the env's own keyword argument
             env_kwargs = {**env_kwargs, history.kwarg: 0}
     inputs, outputs, state = [observation], [output], None
     if state_size:

@@ -25,6 +25,9 @@ import numpy as np
 from rlpilot.common.errors import UserError
 from rlpilot.tune.space import Param
 
+BUDGETS = {"quick": (8, 3, 6), "fine": (16, 6, 12)}
+"""A search's budget by name (``rlpilot compare --search``, ``adapt.search``): candidates a batch, TPE rounds,
+refinement rounds."""
 EDGE = 0.01
 """How close to a range's end (as a fraction of the range, in log for log ranges) a best value is on the edge."""
 SMALLEST_STEP = 1e-3

@@ -33,6 +33,10 @@ class HistoryState(nn.Module):
     through its hook (:func:`rlpilot.play.export.carried_state`)."""
 
     kwarg = "obs_history"
+    in_env_kwargs = True
+    """The env's own keyword argument: the artifact is played on the env with it set to 0."""
+    records_actions = False
+    """Its entries are read from the observation (the last command is one of its columns)."""
     """The env's keyword argument that appends the history (0: the env without it, to play the artifact on)."""
 
     def __init__(self, steps: int, observation_size: int):
