@@ -38,7 +38,8 @@ def answer_block(path: Path, plant: str) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in stamp.get("versions", {}).items())
     lines += [
         "",
-        f"Measured by `{stamp.get('command', 'rlpilot compare')}` on {stamp.get('date', '?')} ({versions}; "
+        f"Measured by `{stamp.get('command', 'rlpilot compare')}` on {stamp.get('date', '?')} at commit "
+        f"{stamp.get('commit', 'unknown')[:12]} ({versions}; "
         f"{stamp.get('cpu', '?')}); the references' search took "
         f"{sum(r['seconds'] for r in summary['references'].values()):.0f} s. Source: "
         f"`{path.parent.relative_to(ROOT)}/` (answer.md, compare.json).",
