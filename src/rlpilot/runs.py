@@ -112,6 +112,20 @@ def train_origin(
     return {**start, "overrides": list(overrides)}
 
 
+def compact(state):
+    """``state`` with every tensor that views a part of a larger storage copied out: ``torch.save`` writes a
+    view's whole storage (the written rows of a 1M-row replay would be saved as all 1M)."""
+    import torch
+
+    if isinstance(state, dict):
+        return {key: compact(value) for key, value in state.items()}
+    if type(state) in (list, tuple):  # plain ones only (a named tuple is saved as it is)
+        return type(state)(compact(value) for value in state)
+    if isinstance(state, torch.Tensor) and state.untyped_storage().nbytes() > state.nbytes:
+        return state.clone()
+    return state
+
+
 class MetricsWriter:
     """``metrics.csv``: one row per log step. Rows are appended; a new column rewrites the file atomically."""
 
@@ -405,7 +419,7 @@ class Run:
         import torch
 
         buffer = io.BytesIO()
-        torch.save(state, buffer)
+        torch.save(compact(state), buffer)
         target = self.checkpoint_dir / f"{name}.pt"
         atomic_write(target, buffer.getvalue())
         return target

@@ -80,6 +80,10 @@ def test_resumed_sac_keeps_its_replay_buffer_and_temperature(tmp_path):
     assert before[-1]["buffer/size"] == 1024
     alpha_before = before[-1]["sac/alpha"]
     assert alpha_before < 0.5 * run.config().sac.alpha_init  # it moved: a reset would be visible
+    # last.pt holds the 1,024 rows written (not the preset's 100,000-row capacity); best.pt, played and never
+    # resumed, no replay
+    last, best = (run.load_checkpoint(name)["state"]["algo"]["buffer"] for name in ("last", "best"))
+    assert {len(column) for column in last["_storage"]["_storage"].values()} == {1024} and best is None
 
     resumed = resume(run.path, total_frames=2048, show_progress=False)
     rows = resumed.metrics()

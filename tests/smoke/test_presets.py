@@ -21,6 +21,12 @@ SMOKE_OVERRIDES = {
     name: ["env.num_envs=2", "ppo.steps_per_env=32", "ppo.minibatch_size=32", "env.max_episode_steps=60"]
     for name in ("ppo-carracing", "ppo-carracing-discrete")
 }
+# MuJoCo locomotion: 1,000-step episodes; 50 play the same pipeline
+SMOKE_OVERRIDES |= {
+    f"{algo}-{env}": ["env.max_episode_steps=50"]
+    for algo in ("sac", "td3")
+    for env in ("halfcheetah", "hopper", "walker2d", "ant")
+}
 
 
 # ppo-carracing-discrete runs the ppo-carracing pipeline with a discrete head (~17 s): in make test-all

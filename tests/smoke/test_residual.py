@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ from tests.cli_runner import cli_env, run_cli  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
+from rlpilot.cli import main  # noqa: E402
 from rlpilot.envs.arm.controllers import TrackPD  # noqa: E402
 from rlpilot.play.load import load_policy  # noqa: E402
 from rlpilot.runs import load_run  # noqa: E402
@@ -56,10 +59,18 @@ def test_residual_run_exports_base_plus_residual_and_plays_the_same(tmp_path):
     assert "mean return over 2 episodes" in deploy_onnx(artifact, episodes=2)
 
 
-def assert_artifact_plays_like_the_run(run_dir: Path, artifact: Path) -> None:
+def run_here(capsys, *args) -> SimpleNamespace:
+    """The CLI in this process (``rlpilot.cli.main``): what ``run_cli`` returns, without a new interpreter's start."""
+    capsys.readouterr()
+    code = main([str(arg) for arg in args])
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+
+def assert_artifact_plays_like_the_run(run_dir: Path, artifact: Path, cli=run_cli) -> None:
     """The run (residual env) and the artifact (plain env) play the same episodes the same way."""
-    run_eval = run_cli("eval", run_dir, "--episodes", "2", timeout=300)
-    artifact_eval = run_cli("eval", artifact, "--episodes", "2", "--trust-code", timeout=300)
+    run_eval = cli("eval", run_dir, "--episodes", "2")
+    artifact_eval = cli("eval", artifact, "--episodes", "2", "--trust-code")
     assert run_eval.returncode == artifact_eval.returncode == 0, run_eval.stderr + artifact_eval.stderr
     assert run_eval.stdout.splitlines()[0].split(":")[1] == artifact_eval.stdout.splitlines()[0].split(":")[1]
     # the effort of the motors (the env's measure) is the same whichever plays: the run's residual env or the
@@ -140,7 +151,7 @@ def make_observations(rows: int) -> np.ndarray:
     return observations
 
 
-def test_an_adaptive_pd_gain_schedule_exports_with_its_identification_as_state_and_plays_the_same(tmp_path):
+def test_an_adaptive_pd_gain_schedule_exports_with_its_identification_as_state_and_plays_the_same(tmp_path, capsys):
     """adaptive-pd (rlpilot.envs.arm.adaptive) identifies the arm as it runs: its regression is the artifact's
     state (27 numbers, zeros at an episode's start), carried by eval and by the exported graph alike; the ONNX
     artifact is the controller's step with the schedule's multipliers, checked against it computed here over a
@@ -153,15 +164,16 @@ def test_an_adaptive_pd_gain_schedule_exports_with_its_identification_as_state_a
     run_dir = tmp_path / "run"
     tiny = [a.replace("env.base_controller=pd", "env.base_controller=adaptive-pd") for a in TINY]
     tiny += ["--set", "env.residual_mode=gains", "--set", "env.residual_scale=1.0", "--set", "train.compile=off"]
-    result = run_cli("train", "sac", "rlpilot/ReacherTrack-v0", *tiny, "--run-dir", run_dir, "-q", timeout=600)
+    cli = functools.partial(run_here, capsys)  # in this process: the CLI's own processes are tested above
+    result = cli("train", "sac", "rlpilot/ReacherTrack-v0", *tiny, "--run-dir", run_dir, "-q")
     assert result.returncode == 0, result.stderr[-2000:]
-    result = run_cli("export", run_dir, "--format", "onnx", timeout=600)
+    result = cli("export", run_dir, "--format", "onnx")
     assert result.returncode == 0, result.stderr[-2000:]
     artifact = run_dir / "export" / "policy.onnx"
     run_artifact, signature = load_artifact(artifact)
     assert isinstance(run_artifact, StatefulArtifact) and signature["state"] == {"size": STATE_SIZE, "initial": 0.0}
     assert signature["parity"]["max_abs_diff"] < 1e-4
-    assert_artifact_plays_like_the_run(run_dir, artifact)
+    assert_artifact_plays_like_the_run(run_dir, artifact, cli)
     # the artifact against the controller's step, along a real episode's states (the regression filled in)
     policy, config = load_policy(run_dir), load_run(run_dir).config()
     controller, session = TrackAdaptivePD(), ort.InferenceSession(str(artifact))

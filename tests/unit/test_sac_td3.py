@@ -457,3 +457,25 @@ def _tensors(state, prefix: str = "") -> dict[str, torch.Tensor]:
         return {prefix: state}
     items = state.items() if isinstance(state, dict) else enumerate(state) if isinstance(state, (list, tuple)) else ()
     return {k: v for key, value in items for k, v in _tensors(value, f"{prefix}/{key}").items()}
+
+
+def test_a_partly_filled_replay_saves_only_its_rows_and_resumes_the_same():
+    """A checkpoint early in a run holds the rows written, not the preallocated capacity; loaded, the replay has
+    its capacity back and draws and writes on as the one saved."""
+    from rlpilot.control.algos.offpolicy import Replay
+
+    ours = Replay(1000, torch.device("cpu"))
+    for step, rows in enumerate((7, 30)):
+        ours.extend(transitions(rows, step))
+    state = torch.load(io.BytesIO(_saved(ours.state_dict())), weights_only=True)
+    assert all(len(column) == 37 for column in state["_storage"]["_storage"].values())
+    resumed = Replay(1000, torch.device("cpu"))
+    resumed.load_state_dict(state)
+    for replay in (ours, resumed):
+        replay.extend(transitions(5, 9))
+    assert len(resumed) == len(ours) == 42 and all(len(c) == 1000 for c in resumed.columns.values())
+    torch.manual_seed(0)
+    expected = ours.sample(64)
+    torch.manual_seed(0)
+    drawn = resumed.sample(64)
+    assert all(torch.equal(drawn[key], expected[key]) for key in expected.keys(True, True))

@@ -59,14 +59,19 @@ def count_resume(run: Run, frames: int) -> int:
     return resumes
 
 
-def checkpoint(config: Config, trainable, progress: Progress) -> dict:
-    """The one checkpoint format (tensors and plain data only)."""
+def checkpoint(config: Config, trainable, progress: Progress, *, replay: bool = True) -> dict:
+    """The one checkpoint format (tensors and plain data only). ``replay=False`` leaves a replay buffer out
+    (``best.pt``: played and exported, never resumed; a MuJoCo run's replay is hundreds of MB)."""
+    state = trainable.state_dict()
+    algo = state.get("algo")
+    if not replay and isinstance(algo, dict) and algo.get("buffer") is not None:  # the control algorithms' replay
+        state = {**state, "algo": {**algo, "buffer": None}}
     return {
         "format": CHECKPOINT_FORMAT,
         "algo": config.algo,
         "subject": config.subject,
         "config": redact_data(config.to_dict()),  # as config.yaml holds it: no secret, and resume compares the two
-        "state": trainable.state_dict(),
+        "state": state,
         "frames": progress.frames,
         "progress": progress.state_dict(),
         "torch_rng": torch.get_rng_state(),

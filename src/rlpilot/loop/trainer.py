@@ -458,7 +458,8 @@ class Loop:
 
     def save(self, name: str = "last") -> None:
         self.progress.elapsed_before = time.perf_counter() - self.start
-        self.run_dir.save_checkpoint(name, lifecycle.checkpoint(self.config, self.trainable, self.progress))
+        state = lifecycle.checkpoint(self.config, self.trainable, self.progress, replay=name == "last")
+        self.run_dir.save_checkpoint(name, state)
 
     def roll_back(self) -> None:
         """Too many skipped updates since the last checkpoint: restore its state, keep the cut LR."""

@@ -110,22 +110,29 @@ class Replay:
     def state_dict(self) -> dict:
         """Contents and write cursor as plain tensors and numbers (loadable with ``weights_only=True``), in the
         layout of TorchRL's buffer state dict: ``_storage`` with "."-joined keys and the stored-row ``index``,
-        ``_writer`` with the cursor."""
-        storage: dict[str, torch.Tensor] = {".".join(key): column for key, column in self.columns.items()}
+        ``_writer`` with the cursor. Only the rows written so far are saved (a 1M-transition replay of Ant-v5 is
+        890 MB preallocated: a checkpoint early in the run would write it all); loading allocates the capacity."""
+        stored = len(self)
+        storage: dict[str, torch.Tensor] = {".".join(key): column[:stored] for key, column in self.columns.items()}
         if self.columns:
-            rows = torch.arange(self.capacity, device=self.device)
-            storage["index"] = torch.where(rows < len(self), rows, 0)
+            storage["index"] = torch.arange(stored, device=self.device)
         return {
-            "_storage": {"_storage": storage, "initialized": bool(self.columns), "_len": len(self)},
+            "_storage": {"_storage": storage, "initialized": bool(self.columns), "_len": stored},
             "_writer": {"_cursor": self.cursor, "_write_count": self.write_count},
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Either layout: the written rows only, or the whole capacity (checkpoints before 2026-12-06, and
+        TorchRL's)."""
         storage = state["_storage"]
         self.columns = {}
         if storage.get("initialized"):
             for key in COLUMNS:
-                self.columns[key] = storage["_storage"][".".join(key)].to(self.device)
+                saved = storage["_storage"][".".join(key)]
+                column = torch.zeros((self.capacity, *saved.shape[1:]), dtype=saved.dtype, device=self.device)
+                rows = min(len(saved), self.capacity)
+                column[:rows] = saved[:rows]
+                self.columns[key] = column
         self.cursor = int(state["_writer"]["_cursor"])
         self.write_count = int(state["_writer"].get("_write_count", storage.get("_len", 0)))
 
