@@ -177,14 +177,14 @@ SAME_SETTINGS = {
 
 
 # The "sbx" arm: the same settings, and SBX's computation where SBX's implementation differs from SB3's (sbx 0.28):
-# Flax's default init (lecun normal, zero biases) for every network it builds itself, and TD3's targets moving
-# after every critic update with the actor ascending the twins' minimum. SBX's PPO keeps SB3's orthogonal init (the
-# peer sets it, make_sb3). rlpilot's rows against SBX then time the same computation.
+# Flax's default init (lecun normal, zero biases) for every network it builds itself, and TD3's actor ascending the
+# twins' minimum (its targets moving after every critic update is rlpilot's default). SBX's PPO keeps SB3's
+# orthogonal init (the peer sets it, make_sb3). rlpilot's rows against SBX then time the same computation.
 SBX_COMPUTATION = {
     "ppo": [],
     "dqn": ["model.init=lecun"],
     "sac": ["model.init=lecun"],
-    "td3": ["model.init=lecun", "td3.delay_targets=false", "td3.actor_q=min"],
+    "td3": ["model.init=lecun", "td3.actor_q=min"],
 }
 
 

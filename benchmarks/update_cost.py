@@ -12,7 +12,7 @@ a critic-only and a critic+actor update), the update's time eager (``train.compi
 ``bmm`` it dispatches, recorded with their shapes) timed alone on random tensors: their rate is this CPU's
 single-thread peak at those shapes, and the achieved rate (update FLOPs / update time) is reported against it.
 
-    python benchmarks/update_cost.py [--minibatch 256] [--threads 1] [--limit] [--out FILE]
+    python benchmarks/update_cost.py [--minibatch 256] [--threads 1] [--limit [--cases WORDS]] [--out FILE]
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ LIMIT_CASES = (
     ("TD3 400-300, batch 256", "td3-pendulum", SAME_SETTINGS["td3"]),
     ("SAC 64-64, batch 256", "sac-pendulum", [*SAME_SETTINGS["sac"], "model.hidden_sizes=[64, 64]"]),
     ("TD3 64-64, batch 256", "td3-pendulum", [*SAME_SETTINGS["td3"], "model.hidden_sizes=[64, 64]"]),
+    # the MuJoCo locomotion presets as they ship (the Zoo's networks; HalfCheetah-v5: 17 observations, 6 torques)
+    ("SAC 256-256 HalfCheetah, b 256", "sac-halfcheetah", []),
+    ("TD3 400-300 HalfCheetah, b 256", "td3-halfcheetah", []),
 )
 
 
@@ -236,6 +239,9 @@ def main() -> None:
     parser.add_argument(
         "--cold", action="store_true", help="with --limit: compile into an empty inductor cache (a first run's cost)"
     )
+    parser.add_argument(
+        "--cases", help="with --limit: only the cases whose label contains one of these comma-separated words"
+    )
     parser.add_argument("--out", help="result file (stamped)")
     args = parser.parse_args()
     if args.cold:
@@ -248,6 +254,7 @@ def main() -> None:
     limit = [
         limit_row(label, preset, list(overrides), max(50, args.repeats // 5), not args.no_compile)
         for label, preset, overrides in (LIMIT_CASES if args.limit else ())
+        if not args.cases or any(word in label for word in args.cases.split(","))
     ]
     ppo, dqn = ppo_costs(args.minibatch, args.repeats), dqn_costs(args.repeats)
     for name, seconds in {**ppo, **dqn}.items():

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import results_compare  # noqa: E402  (the compare answers' blocks and figures)
 import results_figures  # noqa: E402  (the figures of the result files)
+import results_locomotion  # noqa: E402  (the MuJoCo locomotion presets against the published scores)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -1121,6 +1122,7 @@ SOURCES = {
     "time_to_solve": ("time_to_solve-*.json", time_to_solve_table),
     "update_cost": ("update_cost-*.json", update_cost_table),
     "update_limit": ("update_cost-*.json", update_limit_table),
+    "update_limit_mujoco": ("update_cost_mujoco-*.json", update_limit_table),
     "stays_solved": ("stays_solved-*.json", stays_solved_table),
     "fault_soak": ("fault_soak-*.json", fault_soak_table),
     "fault_soak_ray": ("fault_soak_ray-*.json", fault_soak_ray_table),
@@ -1270,7 +1272,7 @@ def tables() -> dict[str, str]:
         source = newest(pattern)
         if source is not None:
             found[name] = table(source)
-    return {**found, **results_compare.tables()}
+    return {**found, **results_compare.tables(), **results_locomotion.tables()}
 
 
 def render(text: str, generated: dict[str, str]) -> str:

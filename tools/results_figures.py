@@ -333,6 +333,35 @@ def tune_acrobot(path: Path) -> bytes:
     return _png(fig)
 
 
+def locomotion_curves(*paths: Path) -> bytes:
+    """The MuJoCo locomotion presets on held-out seeds, a panel per env: each algorithm's greedy return over
+    training (median and range over the seeds), and, dashed, the best 1M-step return its peers publish."""
+    published = json.loads((ROOT / "benchmarks" / "peers" / "published_mujoco.json").read_text())["scores"]
+    envs = ("HalfCheetah", "Hopper", "Walker2d", "Ant")
+    colors = {"sac": "tab:orange", "td3": "tab:blue"}
+    fig, axes = _figure(16, 4.2, 1, len(envs))
+    for ax, env in zip(axes.flat, envs, strict=True):
+        for path in paths:
+            data = json.loads(path.read_text())
+            algo, name = data["preset"].split("-", 1)
+            if name != env.lower():
+                continue
+            curves = [[(p["frames"], p["eval"]) for p in row["curve"]] for row in data["rows"] if row["curve"]]
+            if curves:
+                _seed_band(ax, curves, label=data["preset"], color=colors[algo])
+        for algo, color in colors.items():
+            best = [row["mean"] for row in published if row["algo"] == algo and row["env"] == env]
+            if best:
+                ax.axhline(max(best), color=color, linestyle="--", linewidth=1, label=f"{algo}: best published, 1M")
+        ax.set_title(f"{env}-v5", fontsize=10)
+        ax.set_xlabel("environment frames")
+        _count_ticks(ax.xaxis)
+        ax.set_ylabel("greedy return")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
 FIGURES: dict[str, tuple[tuple[str, ...], Callable[..., bytes]]] = {
     "time-to-solve.png": (("time_to_solve-*.json",), time_to_solve),
     "distributed-scaling.png": (("distributed_scaling-*.json",), distributed_scaling),
@@ -343,6 +372,14 @@ FIGURES: dict[str, tuple[tuple[str, ...], Callable[..., bytes]]] = {
     "classic-curves.png": (
         ("seed_runs-ppo-cartpole-*.json", "seed_runs-dqn-cartpole-*.json", "seed_runs-sac-pendulum-*.json"),
         classic_curves,
+    ),
+    "locomotion-curves.png": (
+        tuple(
+            f"seed_runs-{algo}-{env}-*.json"
+            for algo in ("sac", "td3")
+            for env in ("halfcheetah", "hopper", "walker2d", "ant")
+        ),
+        locomotion_curves,
     ),
 }
 """Figure file (in ``docs/img/results/``) -> the patterns of its result files (the newest of each is drawn) and

@@ -372,8 +372,9 @@ def _saved(state: dict) -> bytes:
 
 
 def test_td3_sbx_variant_moves_targets_every_update_and_ascends_the_smaller_twin():
-    """``td3.delay_targets=false`` and ``td3.actor_q=min`` (SBX's TD3): targets move after a critic-only update too,
-    and the actor's loss is ``-mean min_i Q_i(s, mu(s))``."""
+    """``td3.delay_targets=false`` (the default, SBX's) and ``td3.actor_q=min`` (SBX's TD3): targets move after a
+    critic-only update too, and the actor's loss is ``-mean min_i Q_i(s, mu(s))``; ``delay_targets=true`` (the
+    paper's) keeps them still until the actor's update."""
     algo, _ = make_algo("td3", "td3.delay_targets=false", "td3.actor_q=min")
     perturb(algo.critic)
     sample = minibatch(algo)
@@ -387,7 +388,7 @@ def test_td3_sbx_variant_moves_targets_every_update_and_ascends_the_smaller_twin
     assert not algo.actor_step()
     algo.after_step()
     assert any(not torch.equal(b, p) for b, p in zip(before, algo.target_critic.parameters()))
-    delayed, _ = make_algo("td3")
+    delayed, _ = make_algo("td3", "td3.delay_targets=true")  # the paper's and SB3's schedule
     perturb(delayed.critic)
     before = [p.clone() for p in delayed.target_critic.parameters()]
     delayed.updates = 1

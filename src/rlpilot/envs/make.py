@@ -9,6 +9,8 @@ a test checks both paths produce identical observations.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
@@ -55,6 +57,27 @@ EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "pygame": "classic-control", "al
 RLPILOT_EXTRAS = {"box2d", "mujoco"}
 
 
+def mujoco_warnings_to_python(entry_point: object = None) -> None:
+    """MuJoCo appends its warnings to ``MUJOCO_LOG.TXT`` in the working directory (HalfCheetah-v5's model, whose
+    ``settotalmass`` MuJoCo 4 deprecates, at every build): rlpilot writes nothing outside a run directory, so once
+    MuJoCo is loaded (or about to be, for an ``entry_point`` in a MuJoCo module) they become Python warnings, a
+    deprecation hidden as Python hides those, anything else (an unstable simulation) a ``RuntimeWarning``."""
+    global _MUJOCO_ROUTED
+    if _MUJOCO_ROUTED or ("mujoco" not in sys.modules and "mujoco" not in str(entry_point)):
+        return
+    import mujoco
+
+    def warn(text: str) -> None:
+        category = DeprecationWarning if "deprecated" in text else RuntimeWarning
+        warnings.warn(f"MuJoCo: {text}", category, stacklevel=2)
+
+    mujoco.set_mju_user_warning(warn)
+    _MUJOCO_ROUTED = True
+
+
+_MUJOCO_ROUTED = False
+
+
 def _make_single(env_cfg: EnvConfig, sample: dict | None = None) -> Callable[[], gym.Env]:
     """A function building one env of ``env_cfg`` (``sample``: the declared ranges ``env.condition_sampled`` draws
     conditions from)."""
@@ -62,12 +85,15 @@ def _make_single(env_cfg: EnvConfig, sample: dict | None = None) -> Callable[[],
 
     def thunk() -> gym.Env:
         if env_class is not None:
+            mujoco_warnings_to_python(env_class.__module__)
             env = env_class(**env_cfg.kwargs)
             if env_cfg.max_episode_steps is not None:
                 env = gym.wrappers.TimeLimit(env, env_cfg.max_episode_steps)
         else:
             register_namespace(env_id)  # again here: async workers may start without the parent's registry
+            mujoco_warnings_to_python(getattr(gym.envs.registry.get(env_id), "entry_point", None))
             env = gym.make(env_id, max_episode_steps=env_cfg.max_episode_steps, **env_cfg.kwargs)
+        mujoco_warnings_to_python()  # an env that loaded MuJoCo itself: its next builds
         if env_cfg.frame_skip > 1:
             env = gym.wrappers.MaxAndSkipObservation(env, skip=env_cfg.frame_skip)
         if env_cfg.condition or sample:

@@ -8,8 +8,9 @@ tested in ``tests/unit/test_sac_td3.py``):
   ``y = r + gamma (1 - terminated) min_i Q'_i(s', clip(mu'(s') + clip(eps, -c, c)))``, ``eps`` Gaussian
   of std ``target_noise`` (noise and clip in units of the Box's half-width, clipped into the Box);
 - actor, every ``policy_delay``-th step: ``-mean Q_1(s, mu(s))`` with the critics held fixed (only ``Q_1`` is
-  evaluated: the second critic's forward would not reach the loss); then the target actor and critics move by
-  Polyak averaging (``tau``).
+  evaluated: the second critic's forward would not reach the loss);
+- targets: the target actor and critics move by Polyak averaging (``tau``) after every step, as SBX's TD3 does
+  (``td3.delay_targets=true``: only after the actor's steps, as the paper and SB3).
 
 Under ``train.compile`` the update is two compiled programs, the critics' alone and the critics' with the actor's
 (every ``policy_delay``-th update): one graph each, no recompilation on the update count; under ``auto`` both compile
