@@ -6,7 +6,7 @@ import torch
 from tensordict import TensorDict
 
 from rlpilot.config import load_config
-from rlpilot.control.algos.ppo import LOG_PROB_KEY, PPO, gae, ppo_loss
+from rlpilot.control.algos.ppo import LOG_PROB_KEY, PPO, clipped_loss, gae, ppo_loss
 from rlpilot.control.collect import BatchCollector
 from rlpilot.envs import make_env
 from torchrl_references import ppo_reference
@@ -241,3 +241,39 @@ def test_actor_inputs_out_of_range_or_for_another_algo_is_one_line():
         load_config("sac-pendulum", overrides=["model.actor_inputs=[0]"])
     with pytest.raises(UserError, match="names an entry twice"):
         load_config("ppo-cartpole", overrides=["model.actor_inputs=[0, 0]"])
+
+
+def test_a_behaviour_cloning_anchor_holds_the_actor_to_itself_at_the_first_update_and_survives_a_resume():
+    """``ppo.anchor_coef``: the anchor is the actor as the run's first PPO update finds it (a resumed run's loaded
+    actor); its loss is ``coef x mean |mu - mu_0|^2`` and its gradient pulls the mean back towards it; the anchor
+    rides in the checkpoint, so a resumed refinement keeps the same one."""
+    algo, flat = _algo_and_batch("ppo-pendulum", ["ppo.anchor_coef=2.0", "train.compile=off"])
+    config = algo.config
+    env = make_env(config.env, seed=1)
+    batch = BatchCollector(env, algo.act, steps=config.ppo.steps_per_env, seed=1).collect()
+    start = {key: value.clone() for key, value in algo.actor_net.state_dict().items()}
+    metrics = algo.learn(batch, frames=batch.numel())
+    assert all(torch.equal(start[key], value) for key, value in algo.anchor_net.state_dict().items())
+    assert metrics["ppo/anchor_distance"] > 0  # the actor moved off it during the updates
+    minibatch = {key: flat.get(key)[:64] for key in ("observation", "action", "advantage", "value_target")}
+    minibatch[LOG_PROB_KEY] = flat.get(LOG_PROB_KEY)[:64]
+    params = [p for p in algo.actor_net.parameters() if p.requires_grad]
+    torch.manual_seed(5)  # the entropy's sample
+    total, out = algo.loss(minibatch, *algo.log_ratio_range(0.2))
+    with_anchor = torch.autograd.grad(total, params, allow_unused=True)
+    torch.manual_seed(5)
+    plain = clipped_loss(algo, minibatch, *algo.log_ratio_range(0.2), cfg=config.ppo)
+    plain = plain["loss_objective"] + plain["loss_critic"] + plain["loss_entropy"]
+    mu0 = algo.anchor_net(minibatch["observation"])[0].detach()
+    distance = (algo.actor_net(minibatch["observation"])[0] - mu0).pow(2).sum(-1).mean()
+    torch.testing.assert_close(out["anchor_distance"], distance.detach())
+    expected = torch.autograd.grad(plain + 2.0 * distance, params, allow_unused=True)
+    for got, want in zip(with_anchor, expected):
+        if want is not None:
+            torch.testing.assert_close(got, want)
+    resumed, _ = _algo_and_batch("ppo-pendulum", ["ppo.anchor_coef=2.0", "train.compile=off"])
+    resumed.load_state_dict(algo.state_dict())
+    assert resumed.anchor_set
+    assert all(torch.equal(start[key], value) for key, value in resumed.anchor_net.state_dict().items())
+    unanchored, _ = _algo_and_batch("ppo-pendulum")
+    assert unanchored.anchor_net is None and "anchor" not in unanchored.state_dict()

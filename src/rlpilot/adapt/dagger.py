@@ -7,7 +7,10 @@ finished episode starts again under the same plant), iteration 0 with the teache
 the teacher's on a share ``beta ** i`` of the steps and the student's own greedy action on the rest; every visited
 observation is labelled with the teacher's action for the TRUE plant of its env (the student never sees it), added
 to the data of the earlier iterations, and the student regressed on all of it (the mean squared error of its greedy
-action; the observation normaliser fitted on the data). The fallback's envelope (``model.fallback_margin``,
+action; the observation normaliser fitted on the data). Its Gaussian's spread is then set to its remaining error
+(:data:`MIN_STD`): a PPO refinement (``train --resume RUN --set ppo.anchor_coef=C``) explores around the student
+as far as the student is unsure, not at PPO's initial spread of one unit (gains scaled by up to 30x either way).
+The fallback's envelope (``model.fallback_margin``,
 :class:`rlpilot.control.models.Envelope`) is fitted on the same inputs.
 
 What it writes is a PPO run's: the checkpoint holds the PPO algorithm's state (the student as its actor, a fresh
@@ -30,6 +33,9 @@ from rlpilot.control.models import Envelope
 from rlpilot.envs.make import make_vector_env, set_obs_norm
 from rlpilot.loop.trainable import Evaluation, Step
 
+MIN_STD = 0.02
+"""The smallest exploration the student is left with: its Gaussian's standard deviation (before the squash) is set
+to its root-mean-square error against the teacher's labels per action dimension, at least this."""
 ROLLOUT_SEED = 200_000
 """DAgger's episodes play seeds from here (iteration ``i``: ``ROLLOUT_SEED + 1000 i``), apart from the references'
 tuning seeds (0..) and ``rlpilot compare``'s evaluation seeds (10,000..)."""
@@ -127,6 +133,9 @@ class DaggerTrainable:
                 loss_sum += loss.detach() * len(index)
         if self.envelope is not None:
             self.envelope.fit(inputs)
+        with torch.no_grad():  # the student explores as far as it errs (PPO refining it: train --resume RUN)
+            error = (actor(inputs) - labels).pow(2).mean(0).sqrt()
+            self.algo.actor_net.log_std.copy_(error.clamp(MIN_STD, 1.0).log())
         for env in (self.inner.env, self.inner.eval_env):  # evaluation and the checkpoint read the same statistics
             set_obs_norm(env, self.obs_norm)
         return float(loss_sum) / len(inputs)

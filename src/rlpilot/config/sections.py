@@ -215,6 +215,11 @@ class PPOConfig:
     bug: kept selectable so ``doctor`` can be shown to catch it)."""
     init_log_std: float = 0.0
     """Continuous actions: initial log standard deviation of the Gaussian before squashing."""
+    anchor_coef: float = at_least(0.0, 0.0)
+    """Continuous actions: weight of a behaviour-cloning anchor, ``anchor_coef x mean |mu(s) - mu_0(s)|^2`` over the
+    minibatch, with ``mu`` the actor's mean before squashing and ``mu_0`` the actor as it was at the run's first PPO
+    update (a trust region to a policy RL refines: ``train adapt``'s distilled student, or a resumed run, whose
+    ``--set ppo.anchor_coef`` may change). 0: no anchor."""
 
     # -- horizons, derived from the batch (never stored) ----------------------------------------
     def minibatches_per_epoch(self, frames_per_batch: int) -> int:

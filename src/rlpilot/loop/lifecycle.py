@@ -95,6 +95,7 @@ RESUMABLE = (
     "train.eval_episodes",
     "train.checkpoint_every_frames",
     "train.loggers",
+    "ppo.anchor_coef",  # refining a run with RL, anchored to the actor it has when the resume's PPO starts
 )
 SOLVE_RULE = ("train.solved_at", "train.solved_consecutive")
 

@@ -16,6 +16,7 @@ Both modules live on in ``tests/unit/test_ppo.py`` as the references these funct
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -66,11 +67,20 @@ class PPO:
         self.optimizer = torch.optim.Adam(self.parameters, lr=config.ppo.lr, eps=1e-5, fused=True)
         self.updates = 0
         self.guard = Guard(config.guard)
-        update = compiled.Program("ppo_update", {"actor": self.actor_net, "critic": self.critic_net}, self.loss)
+        # the behaviour-cloning anchor (ppo.anchor_coef): the actor as it is at the first PPO update of the run
+        self.anchor_net = copy.deepcopy(self.actor_net).requires_grad_(False) if self.anchored() else None
+        self.anchor_set = False
+        fixed = {"anchor": self.anchor_net} if self.anchor_net is not None else {}
+        learned = {"actor": self.actor_net, "critic": self.critic_net}
+        update = compiled.Program("ppo_update", learned, self.loss, fixed)
         self.gradients = compiled.build_update(
             config, device, update, optimizer=self.optimizer, planned_updates=self.num_updates()
         )
         self.compile = self.gradients.compiled
+
+    def anchored(self) -> bool:
+        """A behaviour-cloning anchor (``ppo.anchor_coef > 0``): continuous actions only (the mean it holds to)."""
+        return self.config.ppo.anchor_coef > 0 and self.kind == "continuous"
 
     def build_networks(self, env: EnvBase) -> None:
         """``actor_net`` and ``critic_net`` sized from ``env``'s specs, on ``device``, and what the action
@@ -145,7 +155,13 @@ class PPO:
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """:func:`clipped_loss` on one minibatch, as ``(total loss, its terms and statistics)``."""
         out = clipped_loss(self, minibatch, low, high, cfg=self.config.ppo)
-        return out["loss_objective"] + out["loss_critic"] + out["loss_entropy"], out
+        total = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
+        if self.anchor_net is not None:
+            observation = minibatch["observation"]
+            distance = (self.actor_net(observation)[0] - self.anchor_net(observation)[0]).pow(2).sum(-1).mean()
+            out["anchor_distance"] = distance.detach()
+            total = total + self.config.ppo.anchor_coef * distance
+        return total, out
 
     def num_updates(self) -> int:
         """Gradient steps over the whole budget: the horizon of LR and clip schedules."""
@@ -182,6 +198,11 @@ class PPO:
 
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         cfg = self.config.ppo
+        if (
+            self.anchor_net is not None and not self.anchor_set
+        ):  # the first PPO update of the run: hold on to this actor
+            self.anchor_net.load_state_dict(self.actor_net.state_dict())
+            self.anchor_set = True
         with torch.no_grad():
             gae(batch, self.critic_net, cfg.gamma, cfg.gae_lambda, time_dim=self.time_dim)
         flat = batch.reshape(-1)
@@ -189,6 +210,7 @@ class PPO:
         # plain tensors: indexing a TensorDict per minibatch cost ~0.3 ms of a ~1.5 ms update
         columns = {key: flat.get(key) for key in MINIBATCH_KEYS}
         sums = torch.zeros(len(STEP_METRICS), device=self.device)
+        anchor_sum = torch.zeros((), device=self.device)
         skipped = steps = 0
         lr, clip = self.lr(), self.clip_epsilon()  # what is logged if a signal ends the update before its first step
         for _ in range(cfg.epochs):
@@ -214,8 +236,12 @@ class PPO:
                     skipped += 1
                     continue
                 sums += torch.stack([out[key].detach() for key in STEP_METRICS[:-1]] + [grad_norm])
+                if "anchor_distance" in out:
+                    anchor_sum += out["anchor_distance"]
         means = (sums / max(1, steps - skipped)).tolist()
         metrics = dict(zip(STEP_METRIC_NAMES, means))
+        if self.anchor_net is not None:
+            metrics["ppo/anchor_distance"] = float(anchor_sum) / max(1, steps - skipped)
         metrics["opt/lr"] = lr
         if skipped:
             metrics["guard/skipped_updates"] = float(skipped)
@@ -232,6 +258,7 @@ class PPO:
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
             "guard": self.guard.state_dict(),
+            **({"anchor": self.anchor_net.state_dict()} if self.anchor_net is not None and self.anchor_set else {}),
         }
 
     def acting_state(self) -> dict:
@@ -246,6 +273,9 @@ class PPO:
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
         self.guard.load_state_dict(state["guard"])
+        if self.anchor_net is not None and "anchor" in state:  # a resumed refinement keeps its anchor
+            self.anchor_net.load_state_dict(state["anchor"])
+            self.anchor_set = True
 
 
 def gae(batch: TensorDict, critic: nn.Module, gamma: float, lmbda: float, *, time_dim: int = -2) -> None:
