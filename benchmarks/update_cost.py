@@ -213,7 +213,7 @@ def limit_row(label: str, preset: str, overrides: list[str], repeats: int, compi
 
 def limit_lines(rows: list[dict]) -> list[str]:
     lines = [
-        f"{'case':<32} {'MFLOP':>7} {'eager ms':>9} {'compiled':>9} {'compile s':>9} {'matmuls alone':>13} "
+        f"{'case':<42} {'MFLOP':>7} {'eager ms':>9} {'compiled':>9} {'compile s':>9} {'matmuls alone':>13} "
         f"{'peak GF/s':>9} {'achieved':>9} {'share':>6} {'compiled share':>14} {'pays back after':>15}"
     ]
     for r in rows:
@@ -222,7 +222,7 @@ def limit_lines(rows: list[dict]) -> list[str]:
         compiled_share = f"{r['compiled_share_of_peak']:.0%}" if "compiled_share_of_peak" in r else "-"
         pays_back = f"{r['pays_back_after']:,} upd" if r.get("pays_back_after") else "-"
         lines.append(
-            f"{r['case']:<32} {r['mflops']:7.1f} {r['eager_ms']:9.3f} {compiled_ms} {compile_s} "
+            f"{r['case']:<42} {r['mflops']:7.1f} {r['eager_ms']:9.3f} {compiled_ms} {compile_s} "
             f"{r['matmul_alone_ms']:13.3f} {r['peak_gflops']:9.1f} {r['achieved_gflops']:9.1f} "
             f"{r['share_of_peak']:6.0%} {compiled_share:>14} {pays_back:>15}"
         )
@@ -232,7 +232,9 @@ def limit_lines(rows: list[dict]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minibatch", type=int, default=256)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--threads", default="1", help="torch threads; with --limit, comma-separated counts are each measured (1,2)"
+    )
     parser.add_argument("--repeats", type=int, default=500)
     parser.add_argument("--limit", action="store_true", help="also the physical limit at the Zoo's networks")
     parser.add_argument("--no-compile", action="store_true", help="with --limit: skip the compiled updates")
@@ -248,14 +250,17 @@ def main() -> None:
         import tempfile
 
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="rlpilot-inductor-cold-")
-    torch.set_num_threads(args.threads)
+    threads = [int(count) for count in args.threads.split(",")]
     torch.set_flush_denormal(True)  # as a run does (train.flush_denormal, on by default)
     lines = stamp.header()
-    limit = [
-        limit_row(label, preset, list(overrides), max(50, args.repeats // 5), not args.no_compile)
-        for label, preset, overrides in (LIMIT_CASES if args.limit else ())
-        if not args.cases or any(word in label for word in args.cases.split(","))
-    ]
+    limit = []
+    for count in threads:
+        torch.set_num_threads(count)
+        for label, preset, overrides in LIMIT_CASES if args.limit else ():
+            if not args.cases or any(word in label for word in args.cases.split(",")):
+                named = label if len(threads) == 1 else f"{label}, {count} thread{'s' * (count > 1)}"
+                limit.append(limit_row(named, preset, list(overrides), max(50, args.repeats // 5), not args.no_compile))
+    torch.set_num_threads(threads[0])
     ppo, dqn = ppo_costs(args.minibatch, args.repeats), dqn_costs(args.repeats)
     for name, seconds in {**ppo, **dqn}.items():
         lines.append(f"{name:<26} {seconds * 1e3:7.3f} ms")
