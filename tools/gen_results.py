@@ -1146,6 +1146,7 @@ SOURCES = {
     "time_to_solve_summary": ("time_to_solve-*.json", time_to_solve_summary),
     "time_to_solve_ppo20": ("time_to_solve_ppo20-*.json", time_to_solve_table),
     "time_to_solve_sbx": ("time_to_solve_sbx-*.json", time_to_solve_table),
+    "time_to_solve_td3": ("time_to_solve_td3-*.json", time_to_solve_table),
     "demo_holds": ("demo_holds-*.json", demo_holds_table),
     "seed_runs_minatar": ("seed_runs-ppo-minatar-breakout-*.json", seed_runs_table),
     "seed_runs_grpo": ("seed_runs-grpo-reverse-*.json", seed_runs_table),

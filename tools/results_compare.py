@@ -12,7 +12,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 IMAGES = ROOT / "docs" / "img" / "compare"
-PLANTS = {"compare_tank": "heated-tank", "compare_dc_motor": "dc-motor", "compare_arm": "arm"}
+PLANTS = {
+    "compare_tank": "heated-tank",
+    "compare_dc_motor": "dc-motor",
+    "compare_arm": "arm",
+    "compare_tank_refine": "tank-refine",  # docs/adapt.md: the student against its PPO refinements
+}
 """Block name -> the plant's folder prefix (``compare-heated-tank-2026-12-06``)."""
 
 
