@@ -19,11 +19,17 @@ PLANTS = {
     "compare_tank_refine": "tank-refine",  # docs/adapt.md: the student against its PPO refinements
 }
 """Block name -> the plant's folder prefix (``compare-heated-tank-2026-12-06``)."""
+SHOWN = {"tank-refine": ("ratios.png",)}
+"""The figures a block shows where not all of them (the refinement's rows are told apart by the ratios alone)."""
 
 
 def newest(plant: str) -> Path | None:
     found = sorted(RESULTS.glob(f"compare-{plant}-*/compare.json"))
     return found[-1] if found else None
+
+
+def shown_figures(path: Path, plant: str) -> list[Path]:
+    return [p for p in sorted(path.parent.glob("*.png")) if p.name in SHOWN.get(plant, (p.name,))]
 
 
 def answer_block(path: Path, plant: str) -> str:
@@ -37,7 +43,7 @@ def answer_block(path: Path, plant: str) -> str:
         values = ", ".join(f"{k} {v:.4g}" for k, v in ref["kwargs"].items() if isinstance(v, (int, float)))
         edge = f"; on the search's edge: {', '.join(ref['edge'])}" if ref["edge"] else ""
         lines.append(f"- {name}: {values} ({ref['evaluated']} candidates, {ref['seconds']:.0f} s{edge})")
-    figures = sorted(p.name for p in path.parent.glob("*.png"))
+    figures = [p.name for p in shown_figures(path, plant)]
     lines += [""] + [f"![{name[:-4]}](img/compare/{plant}/{name})" for name in figures]
     stamp = summary.get("stamp", {})
     versions = ", ".join(f"{k} {v}" for k, v in stamp.get("versions", {}).items())
@@ -69,7 +75,7 @@ def stale_figures(write: bool) -> list[Path]:
         path = newest(plant)
         if path is None:
             continue
-        for figure in sorted(path.parent.glob("*.png")):
+        for figure in shown_figures(path, plant):
             target = IMAGES / plant / figure.name
             if not target.exists() or target.read_bytes() != figure.read_bytes():
                 stale.append(target)

@@ -90,7 +90,11 @@ def scores_table() -> str:
             verdict = "yes" if interval(final)[2] >= published[0] else f"no ({interval(final)[2] / published[0]:.0%})"
         solved = [row["solved_at_frames"] for row in rows if row.get("solved_at_frames")]
         solved_cell = f"{statistics.median(solved):,.0f} (median, {len(solved)}/{len(rows)})" if solved else "-"
-        seeds = ", ".join(str(row["seed"]) for row in rows)
+        seeds = ", ".join(
+            str(row["seed"])
+            + ("" if row["status"] in ("finished", "solved") else f" ({row['status']} at {row['frames']:,})")
+            for row in rows
+        )
         lines.append(
             f"| `{preset}` | {seeds} | {cells[0]} | {cells[1]} | {solved_cell} | {published_cell} | {verdict} |"
         )
