@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,6 +20,7 @@ PUBLISHED = ROOT / "benchmarks" / "peers" / "published_mujoco.json"
 ENVS = ("HalfCheetah", "Hopper", "Walker2d", "Ant")
 PRESETS = [f"{algo}-{env.lower()}" for algo in ("sac", "td3") for env in ENVS]
 MILESTONES = (300_000, 1_000_000)
+DONE = ("finished", "solved")
 T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
 """Student's t quantile (97.5%) by degrees of freedom: the 95% interval of a mean over a few seeds."""
 
@@ -32,6 +34,11 @@ def at_frames(curve: list[dict], frames: int) -> float | None:
     """The greedy evaluation at ``frames`` (the first at or past it; evaluations fall on batch boundaries), or
     ``None`` where the run has not got there."""
     return next((point["eval"] for point in curve if point["frames"] >= frames), None)
+
+
+def first_at(curve: list[dict], threshold: float) -> int | None:
+    """The frames of the first greedy evaluation at or above ``threshold``."""
+    return next((point["frames"] for point in curve if point["eval"] >= threshold), None)
 
 
 def interval(values: list[float]) -> tuple[float, float, float]:
@@ -63,6 +70,9 @@ def best_published(algo: str, env: str) -> tuple[float, str] | None:
 
 
 def scores_table() -> str:
+    sys.path.insert(0, str(ROOT / "src"))
+    from rlpilot.config import load_config, solved_threshold
+
     lines = [
         "| preset | held-out seeds run | greedy return at 300k | at 1M | first at the threshold (frames) "
         "| best published at 1M | reached? |",
@@ -88,11 +98,12 @@ def scores_table() -> str:
             verdict = "not measured" if not final else "-"
         else:
             verdict = "yes" if interval(final)[2] >= published[0] else f"no ({interval(final)[2] / published[0]:.0%})"
-        solved = [row["solved_at_frames"] for row in rows if row.get("solved_at_frames")]
+        threshold = solved_threshold(load_config(preset))
+        solved = [f for row in rows if (f := first_at(row["curve"], threshold)) is not None]
         solved_cell = f"{statistics.median(solved):,.0f} (median, {len(solved)}/{len(rows)})" if solved else "-"
         seeds = ", ".join(
             str(row["seed"])
-            + ("" if row["status"] in ("finished", "solved") else f" ({row['status']} at {row['frames']:,})")
+            + ("" if row["status"] in DONE else f" ({row['status']}, at {row['curve'][-1]['frames']:,} frames)")
             for row in rows
         )
         lines.append(

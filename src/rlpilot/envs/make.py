@@ -63,9 +63,12 @@ def mujoco_warnings_to_python(entry_point: object = None) -> None:
     MuJoCo is loaded (or about to be, for an ``entry_point`` in a MuJoCo module) they become Python warnings, a
     deprecation hidden as Python hides those, anything else (an unstable simulation) a ``RuntimeWarning``."""
     global _MUJOCO_ROUTED
-    if _MUJOCO_ROUTED or ("mujoco" not in sys.modules and "mujoco" not in str(entry_point)):
+    if _MUJOCO_ROUTED or (sys.modules.get("mujoco") is None and "mujoco" not in str(entry_point)):
         return
-    import mujoco
+    try:
+        import mujoco
+    except ImportError:  # not installed: the env's own import says which extra brings it
+        return
 
     def warn(text: str) -> None:
         category = DeprecationWarning if "deprecated" in text else RuntimeWarning
