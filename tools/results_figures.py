@@ -334,31 +334,47 @@ def tune_acrobot(path: Path) -> bytes:
 
 
 def locomotion_curves(*paths: Path) -> bytes:
-    """The MuJoCo locomotion presets on held-out seeds, a panel per env: each algorithm's greedy return over
-    training (median and range over the seeds), and, dashed, the best 1M-step return its peers publish."""
+    """The MuJoCo locomotion presets on held-out seeds, a panel per env over the 1M-frame budget: each algorithm's
+    greedy return (median and range over the seeds), the peers measured here dotted (benchmarks/locomotion_peers.py),
+    and, dashed, the best 1M-step return the peers publish."""
     published = json.loads((ROOT / "benchmarks" / "peers" / "published_mujoco.json").read_text())["scores"]
     envs = ("HalfCheetah", "Hopper", "Walker2d", "Ant")
     colors = {"sac": "tab:orange", "td3": "tab:blue"}
-    fig, axes = _figure(16, 4.2, 1, len(envs))
+    peer_colors = {("sb3", "sac"): "tab:red", ("sb3", "td3"): "tab:purple", ("sbx", "sac"): "tab:green",
+                   ("sbx", "td3"): "tab:olive"}  # fmt: skip
+    fig, axes = _figure(16, 4.4, 1, len(envs))
     for ax, env in zip(axes.flat, envs, strict=True):
+        drawn = False
         for path in paths:
             data = json.loads(path.read_text())
-            algo, name = data["preset"].split("-", 1)
+            *library, algo, name = data["preset"].split("-")
             if name != env.lower():
                 continue
             curves = [[(p["frames"], p["eval"]) for p in row["curve"]] for row in data["rows"] if row["curve"]]
-            if curves:
+            if not curves:
+                continue
+            drawn = True
+            if library:  # a peer measured here
+                label = f"{library[0].upper()} {algo.upper()} (the Zoo's settings)"
+                for points in curves:
+                    ax.plot(*zip(*points, strict=True), color=peer_colors[(library[0], algo)], linestyle=":",
+                            linewidth=1.8, label=label)  # fmt: skip
+            else:
                 _seed_band(ax, curves, label=data["preset"], color=colors[algo])
         for algo, color in colors.items():
             best = [row["mean"] for row in published if row["algo"] == algo and row["env"] == env]
             if best:
                 ax.axhline(max(best), color=color, linestyle="--", linewidth=1, label=f"{algo}: best published, 1M")
+        if not drawn:
+            ax.text(0.5, 0.5, "no held-out run yet", transform=ax.transAxes, ha="center", color="gray")
+        ax.set_xlim(0, 1_000_000)
+        ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
         ax.set_title(f"{env}-v5", fontsize=10)
         ax.set_xlabel("environment frames")
         _count_ticks(ax.xaxis)
         ax.set_ylabel("greedy return")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="lower right")
     return _png(fig)
 
 
@@ -375,7 +391,8 @@ FIGURES: dict[str, tuple[tuple[str, ...], Callable[..., bytes]]] = {
     ),
     "locomotion-curves.png": (
         tuple(
-            f"seed_runs-{algo}-{env}-*.json"
+            f"{kind}-{algo}-{env}-*.json"
+            for kind in ("seed_runs", "locomotion_peers-sb3", "locomotion_peers-sbx")
             for algo in ("sac", "td3")
             for env in ("halfcheetah", "hopper", "walker2d", "ant")
         ),
