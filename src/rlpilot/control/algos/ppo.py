@@ -198,9 +198,8 @@ class PPO:
 
     def learn(self, batch: TensorDict, frames: int) -> dict[str, float]:
         cfg = self.config.ppo
-        if (
-            self.anchor_net is not None and not self.anchor_set
-        ):  # the first PPO update of the run: hold on to this actor
+        # the run's first PPO update (a resumed student's): the anchor holds on to this actor
+        if self.anchor_net is not None and not self.anchor_set:
             self.anchor_net.load_state_dict(self.actor_net.state_dict())
             self.anchor_set = True
         with torch.no_grad():
