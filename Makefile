@@ -67,4 +67,4 @@ bench-sbx-venv:
 	.venv-sbx/bin/python -m pip install -q $$(ls /opt/wheels/torch-2.13.0+cpu-*.whl 2>/dev/null || echo torch==2.13.0)
 	.venv-sbx/bin/python -m pip install -q "torch==$$(.venv-sbx/bin/python -c 'import torch; print(torch.__version__)')" \
 		stable-baselines3==2.9.2 sbx-rl==0.28.0 "jax[cpu]==0.10.2" jaxlib==0.10.2 flax==0.12.8 optax==0.2.8 \
-		tfp-nightly==0.26.0.dev20261027 gymnasium==1.4.0 numpy==2.4.6
+		tfp-nightly==0.26.0.dev20261027 "gymnasium[mujoco]==1.4.0" mujoco==4.0.1 numpy==2.4.6
