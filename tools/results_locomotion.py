@@ -25,9 +25,24 @@ T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 
 """Student's t quantile (97.5%) by degrees of freedom: the 95% interval of a mean over a few seeds."""
 
 
-def newest(preset: str) -> Path | None:
-    found = sorted(RESULTS.glob(f"seed_runs-{preset}-*.json"))
+def newest(preset: str, kind: str = "seed_runs") -> Path | None:
+    found = sorted(RESULTS.glob(f"{kind}-{preset}-*.json"))
     return found[-1] if found else None
+
+
+def peers_cell(preset: str, sources: list[Path]) -> str:
+    """The peers measured here (benchmarks/locomotion_peers.py) at 300k frames, on their seeds."""
+    cells = []
+    for library in ("sb3", "sbx"):
+        path = newest(f"{library}-{preset}", kind="locomotion_peers")
+        if path is None:
+            continue
+        sources.append(path)
+        rows = json.loads(path.read_text())["rows"]
+        values = [v for row in rows if (v := at_frames(row["curve"], MILESTONES[0])) is not None]
+        seeds = ", ".join(str(row["seed"]) for row in rows)
+        cells.append(f"{library.upper()}: {_cell(values)}, seed {seeds}")
+    return "; ".join(cells) or "-"
 
 
 def at_frames(curve: list[dict], frames: int) -> float | None:
@@ -75,8 +90,8 @@ def scores_table() -> str:
 
     lines = [
         "| preset | held-out seeds run | greedy return at 300k | at 1M | first at the threshold (frames) "
-        "| best published at 1M | reached? |",
-        "|---|---|---|---|---|---|---|",
+        "| peers here at 300k (the Zoo's settings) | best published at 1M | reached? |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     sources = []
     for preset in PRESETS:
@@ -86,7 +101,8 @@ def scores_table() -> str:
         published_cell = f"{published[0]:,.0f} ({published[1]})" if published else "none published"
         path = newest(preset)
         if path is None:
-            lines.append(f"| `{preset}` | none yet | - | - | - | {published_cell} | not measured |")
+            peers = peers_cell(preset, sources)
+            lines.append(f"| `{preset}` | none yet | - | - | - | {peers} | {published_cell} | not measured |")
             continue
         sources.append(path)
         rows = [row for row in json.loads(path.read_text())["rows"] if row["curve"]]
@@ -107,7 +123,8 @@ def scores_table() -> str:
             for row in rows
         )
         lines.append(
-            f"| `{preset}` | {seeds} | {cells[0]} | {cells[1]} | {solved_cell} | {published_cell} | {verdict} |"
+            f"| `{preset}` | {seeds} | {cells[0]} | {cells[1]} | {solved_cell} | {peers_cell(preset, sources)} "
+            f"| {published_cell} | {verdict} |"
         )
     data = json.loads(PUBLISHED.read_text())
     lines += [
