@@ -114,6 +114,7 @@ def scores_table() -> str:
             verdict = "not measured" if not final else "-"
         else:
             verdict = "yes" if interval(final)[2] >= published[0] else f"no ({interval(final)[2] / published[0]:.0%})"
+            verdict += " (one seed: no interval)" if len(final) == 1 else ""
         threshold = solved_threshold(load_config(preset))
         solved = [f for row in rows if (f := first_at(row["curve"], threshold)) is not None]
         solved_cell = f"{statistics.median(solved):,.0f} (median, {len(solved)}/{len(rows)})" if solved else "-"
