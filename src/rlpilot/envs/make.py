@@ -71,8 +71,8 @@ def mujoco_warnings_to_python(entry_point: object = None) -> None:
         return
 
     def warn(text: str) -> None:
-        category = DeprecationWarning if "deprecated" in text else RuntimeWarning
-        warnings.warn(f"MuJoCo: {text}", category, stacklevel=2)
+        if "deprecated" not in text:  # a deprecation in a model file is its author's to fix, not the user's
+            warnings.warn(f"MuJoCo: {text}", RuntimeWarning, stacklevel=2)
 
     mujoco.set_mju_user_warning(warn)
     _MUJOCO_ROUTED = True
