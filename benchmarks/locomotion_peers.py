@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
-from time_to_solve import jax_on_one_cpu_thread, make_sb3  # noqa: E402
+from time_to_solve import jax_on_one_cpu_thread, learn_until_solved, make_sb3  # noqa: E402
 
 ZOO = {
     "sac": dict(learning_starts=10_000),
@@ -38,33 +37,21 @@ ZOO = {
 
 
 def run(algo: str, env_id: str, library: str, seed: int, budget: int, every: int, episodes: int) -> dict:
+    """One seed to ``budget`` frames, evaluated as time_to_solve.py's peers are (``learn_until_solved``, never
+    solved: no threshold)."""
     import torch
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
 
     torch.set_num_threads(1)
     model = make_sb3(algo, seed, env_id=env_id, hyperparams=dict(ZOO[algo]), library=library)
     eval_env = make_vec_env(env_id, n_envs=episodes, seed=seed + 10_000)
-    curve: list[dict] = []
-
-    class Evaluate(BaseCallback):  # after the update of the frames counted (time_to_solve.learn_until_solved)
-        def _on_rollout_start(self) -> None:
-            if self.num_timesteps >= (len(curve) + 1) * every:
-                mean, _ = evaluate_policy(self.model, eval_env, n_eval_episodes=episodes, deterministic=True)
-                curve.append({"frames": int(self.num_timesteps), "eval": float(mean)})
-                print(f"{library} {algo} {env_id} seed {seed}: {self.num_timesteps:,} frames, {mean:.1f}", flush=True)
-
-        def _on_step(self) -> bool:
-            return True
-
-    start = time.perf_counter()
-    model.learn(total_timesteps=budget, callback=Evaluate())
-    wall = time.perf_counter() - start
-    mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
-    if not curve or curve[-1]["frames"] < model.num_timesteps:
-        curve.append({"frames": int(model.num_timesteps), "eval": float(mean)})
-    return {"seed": seed, "status": "finished", "frames": int(model.num_timesteps), "wall_s": wall, "curve": curve}
+    result = learn_until_solved(model, eval_env, every, budget, episodes, float("inf"), None)
+    curve = result["curve"]
+    if not curve or curve[-1]["frames"] < result["frames"]:  # the budget's last frames: evaluated after learning
+        mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
+        curve.append({"frames": int(result["frames"]), "eval": float(mean)})
+    return {"seed": seed, "status": "finished", "frames": result["frames"], "wall_s": result["train_s"], "curve": curve}
 
 
 def main() -> None:

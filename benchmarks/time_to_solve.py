@@ -357,6 +357,7 @@ def learn_until_solved(
             self.next_eval = eval_every
             self.solved_frames = self.solved_s = self.last_eval = None
             self.stop = False
+            self.curve: list[dict] = []  # every evaluation: frames, greedy mean
 
         def _on_rollout_start(self) -> None:
             if self.num_timesteps < self.next_eval or self.stop:
@@ -365,6 +366,7 @@ def learn_until_solved(
                 self.next_eval += eval_every
             mean, _ = evaluate_policy(self.model, eval_env, n_eval_episodes=episodes, deterministic=True)
             self.last_eval = float(mean)
+            self.curve.append({"frames": int(self.num_timesteps), "eval": float(mean)})
             if mean >= threshold:
                 self.solved_frames, self.solved_s = self.num_timesteps, time.perf_counter() - start
                 self.stop = True
@@ -383,6 +385,7 @@ def learn_until_solved(
         "frames": callback.solved_frames or model.num_timesteps,
         "train_s": callback.solved_s if callback.solved_s is not None else elapsed,
         "last_eval": callback.last_eval,
+        "curve": callback.curve,
     }
 
 

@@ -14,8 +14,9 @@ import statistics
 import sys
 from pathlib import Path
 
+import results_figures  # the newest result file of a pattern
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 PUBLISHED = ROOT / "benchmarks" / "peers" / "published_mujoco.json"
 ENVS = ("HalfCheetah", "Hopper", "Walker2d", "Ant")
 PRESETS = [f"{algo}-{env.lower()}" for algo in ("sac", "td3") for env in ENVS]
@@ -26,8 +27,7 @@ T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 
 
 
 def newest(preset: str, kind: str = "seed_runs") -> Path | None:
-    found = sorted(RESULTS.glob(f"{kind}-{preset}-*.json"))
-    return found[-1] if found else None
+    return results_figures.newest(f"{kind}-{preset}-*.json")
 
 
 def peers_cell(preset: str, sources: list[Path]) -> str:
