@@ -46,6 +46,7 @@ def test_train_adapt_writes_a_ppo_run_that_eval_and_export_read(adapt_run, capsy
     config = yaml.safe_load((adapt_run / "config.yaml").read_text())
     teacher = json.loads((adapt_run / "teacher.json").read_text())
     assert config["algo"] == "ppo" and config["env"]["residual_mode"] == "gains" and config["env"]["history"] == 32
+    assert config["env"]["gain_average"] == 1000  # the student's estimates averaged over the episode
     assert config["env"]["base_controller_kwargs"] == teacher["robust"]  # action 0: the robust controller
     assert list(teacher["labels"]) == ["nominal", "slow", "fast-dead-time"] and teacher["seconds"] > 0
     rows = [line.split(",") for line in (adapt_run / "metrics.csv").read_text().splitlines()]
@@ -54,8 +55,8 @@ def test_train_adapt_writes_a_ppo_run_that_eval_and_export_read(adapt_run, capsy
     assert main(["eval", str(adapt_run), "--episodes", "2", "--trust-code"]) == 0
     assert main(["export", str(adapt_run), "--format", "onnx", "--trust-code"]) == 0
     signature = json.loads((adapt_run / "export" / "policy.onnx.json").read_text())
-    # the PID's 4 numbers of state, then 32 steps of [4 observed, 1 applied]
-    assert signature["inputs"][0]["shape"] == ["batch", 4] and signature["state"]["size"] == 4 + 32 * 5
+    # the PID's 4 numbers of state, the 3 averaged gains and their weights, then 32 steps of [4 observed, 1 applied]
+    assert signature["inputs"][0]["shape"] == ["batch", 4] and signature["state"]["size"] == 4 + 3 + 3 + 32 * 5
     assert signature["parity"]["max_abs_diff"] <= 1e-4
     assert main(["eval", str(adapt_run / "export" / "policy.onnx"), "--episodes", "2", "--trust-code"]) == 0
 

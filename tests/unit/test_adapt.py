@@ -93,3 +93,33 @@ def test_the_envelope_falls_back_to_zero_beyond_its_training_range_only():
     out = envelope(torch.cat([inside, far]))
     assert torch.equal(out[:2], body(inside)) and not out[2].any() and torch.equal(out[3], body(far[1:])[0])
     assert np.array_equal(envelope.outside(far).squeeze(-1).numpy(), [True, False])
+
+
+def test_under_gain_average_the_student_weighs_its_estimates_by_how_sure_it_is():
+    """Rows whose label a feature gives away and rows whose label is noise the inputs cannot tell: the student's
+    weight columns come out higher on the first (it may be sure there), and its gains fit the first."""
+    from rlpilot.adapt import adapt_config
+    from rlpilot.adapt.dagger import DaggerTrainable
+    from rlpilot.control.trainable import ControlTrainable
+
+    table = TeacherTable("t", robust={"kp": 0.1, "ki": 0.002, "kd": 0.1}, conditions={"a": {}}, labels={"a": [0, 0, 0]})
+    settings = AdaptSettings(episodes=1, epochs=40, lr=3e-3)
+    overrides = ["env.max_episode_steps=20", "env.obs_norm_frames=64", "train.eval_episodes=1", "env.gain_average=100"]
+    config = adapt_config(TANK, PID, overrides, settings)
+    config.env.base_controller_kwargs = table.robust
+    inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
+    dagger = DaggerTrainable(config, inner, table=table, settings=settings, horizon=20)
+    try:
+        generator = torch.Generator().manual_seed(0)
+        inputs = torch.randn(4096, config.env.history * 5 + 4, generator=generator)
+        known = inputs[:, 0] > 0
+        labels = torch.where(known[:, None], 0.3, 0.3 + 0.3 * torch.randn(4096, 3, generator=generator))
+        dagger.inputs, dagger.labels = [inputs], [labels]
+        dagger.regress()
+        with torch.no_grad():
+            out = dagger.algo.greedy_module(dagger.normalised(inputs))
+        weights = out[:, 3:]
+        assert weights[known].mean() > weights[~known].mean() + 0.3
+        assert (out[known, :3] - 0.3).abs().mean() < 0.05
+    finally:
+        dagger.close()

@@ -51,6 +51,7 @@ def adapt_config(plant: str, controller: str, overrides: list[str], settings: Ad
     defaults = {
         "env.history": settings.history,
         "env.residual_scale": settings.scale,
+        "env.gain_average": settings.average,
         "model.fallback_margin": settings.fallback_margin,
         "env.normalize_obs": "true",
         "env.backend": "sync",

@@ -7,7 +7,10 @@ finished episode starts again under the same plant), iteration 0 with the teache
 the teacher's on a share ``beta ** i`` of the steps and the student's own greedy action on the rest; every visited
 observation is labelled with the teacher's action for the TRUE plant of its env (the student never sees it), added
 to the data of the earlier iterations, and the student regressed on all of it (the mean squared error of its greedy
-action; the observation normaliser fitted on the data). Its Gaussian's spread is then set to its remaining error
+action; the observation normaliser fitted on the data). Under ``env.gain_average`` (``adapt.average``, on by
+default) the student also weighs each gain's estimate by how sure it is (:data:`SURE`, learnt by likelihood on its
+own errors), and the controller runs on its estimates fused over the episode. Its Gaussian's spread is then set to
+its remaining error
 (:data:`MIN_STD`): a PPO refinement (``train --resume RUN --set ppo.anchor_coef=C``) explores around the student
 as far as the student is unsure, not at PPO's initial spread of one unit (gains scaled by up to 30x either way).
 The fallback's envelope (``model.fallback_margin``,
@@ -20,6 +23,7 @@ it as any PPO run, and ``rlpilot train --resume RUN --frames N`` refines it with
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -36,6 +40,12 @@ from rlpilot.loop.trainable import Evaluation, Step
 MIN_STD = 0.02
 """The smallest exploration the student is left with: its Gaussian's standard deviation (before the squash) is set
 to its root-mean-square error against the teacher's labels per action dimension, at least this."""
+SURE = 0.1
+"""Under ``env.gain_average`` the student also gives each gain a weight, how sure it is of it: the weight is
+``(SURE / sigma) ** 2`` for a student that expects to miss the teacher's action by ``sigma`` (a weight of 1, action
+0, is a student unsure by 0.1), learnt as a Gaussian's variance by likelihood on its own errors."""
+WEIGHT_STD = 0.1
+"""The spread a PPO refinement starts the weight columns with."""
 ROLLOUT_SEED = 200_000
 """DAgger's episodes play seeds from here (iteration ``i``: ``ROLLOUT_SEED + 1000 i``), apart from the references'
 tuning seeds (0..) and ``rlpilot compare``'s evaluation seeds (10,000..)."""
@@ -51,6 +61,10 @@ class DaggerTrainable:
         self.algo, self.guard, self.settings, self.horizon = self.inner.algo, self.inner.guard, settings, horizon
         plants = [name for name in table.labels for _ in range(settings.episodes)]
         self.targets = torch.tensor([table.labels[name] for name in plants], dtype=torch.float32)
+        self.gains = self.targets.shape[1]
+        self.decades = float(config.env.residual_scale)
+        self.weighted = bool(config.env.gain_average)  # the actor's columns: the gains, then their weights
+        self.teacher = torch.cat([self.targets, torch.zeros_like(self.targets)], 1) if self.weighted else self.targets
         self.vector_env = make_vector_env(
             replace(config.env, condition_sampled=False), len(plants), [table.conditions[name] for name in plants]
         )
@@ -87,11 +101,11 @@ class DaggerTrainable:
         for _ in range(self.horizon):
             observation = torch.as_tensor(np.asarray(raw), dtype=torch.float32)
             observations.append(observation)
-            action = self.targets
+            action = self.teacher
             if teacher_share < 1.0:
                 own, fell_back = self.student(observation)
                 by_student = torch.rand(count, generator=generator) >= teacher_share
-                action = torch.where(by_student[:, None], own, self.targets)
+                action = torch.where(by_student[:, None], own, self.teacher)
                 student_steps += int(by_student.sum())
                 fallbacks += int((fell_back & by_student).sum())
             raw, reward, terminated, truncated, _ = env.step(action.numpy())
@@ -126,19 +140,29 @@ class DaggerTrainable:
             order = torch.randperm(len(inputs))
             for start in range(0, len(inputs), size):
                 index = order[start : start + size]
-                loss = nn.functional.mse_loss(actor(inputs[index]), labels[index])
+                out = actor(inputs[index])
+                loss = nn.functional.mse_loss(out[:, : self.gains], labels[index])
                 self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                (loss + self.weight_loss(out, labels[index]) if self.weighted else loss).backward()
                 self.optimizer.step()
                 loss_sum += loss.detach() * len(index)
         if self.envelope is not None:
             self.envelope.fit(inputs)
         with torch.no_grad():  # the student explores as far as it errs (PPO refining it: train --resume RUN)
-            error = (actor(inputs) - labels).pow(2).mean(0).sqrt()
-            self.algo.actor_net.log_std.copy_(error.clamp(MIN_STD, 1.0).log())
+            error = (actor(inputs)[:, : self.gains] - labels).pow(2).mean(0).sqrt().clamp(MIN_STD, 1.0)
+            if self.weighted:
+                error = torch.cat([error, torch.full_like(error, WEIGHT_STD)])
+            self.algo.actor_net.log_std.copy_(error.log())
         for env in (self.inner.env, self.inner.eval_env):  # evaluation and the checkpoint read the same statistics
             set_obs_norm(env, self.obs_norm)
         return float(loss_sum) / len(inputs)
+
+    def weight_loss(self, out: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The weights' loss: the Gaussian negative log-likelihood of the student's (detached) errors, its variance
+        ``SURE ** 2 / weight``, ``weight = 10 ** (decades * action)`` (:data:`SURE`)."""
+        error = (out[:, : self.gains].detach() - labels).pow(2)
+        log_variance = 2.0 * math.log(SURE) - self.decades * math.log(10.0) * out[:, self.gains :]
+        return (error * torch.exp(-log_variance) + log_variance).mean()
 
     def step(self) -> Step:
         share = self.settings.beta**self.iteration if self.iteration else 1.0
@@ -148,7 +172,7 @@ class DaggerTrainable:
         if self.obs_norm is not None:  # the student's error where it acts now, before it learns from it
             with torch.no_grad():
                 own = self.algo.greedy_module(self.normalised(played["observations"]))
-            metrics["dagger/label_error"] = float((own - played["labels"]).abs().mean())
+            metrics["dagger/label_error"] = float((own[:, : self.gains] - played["labels"]).abs().mean())
             metrics["dagger/fallback_share"] = played["fallback_share"]
         self.inputs.append(played["observations"])
         self.labels.append(played["labels"])

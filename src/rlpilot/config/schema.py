@@ -108,13 +108,20 @@ class Config:
                 f"use env.backend=sync or async (got {self.env.backend})"
             )
         residual_options = [
-            name for name in ("residual_gate", "residual_penalty") if getattr(self.env, name) and self.kind == "control"
+            name
+            for name in ("residual_gate", "residual_penalty", "gain_average")
+            if getattr(self.env, name) and self.kind == "control"
         ]
         if residual_options and self.env.base_controller == "none":
             problems.append(
                 f"env.{residual_options[0]} acts on a residual policy: set env.base_controller (pd, pid or "
                 f"package.module:Class), or "
                 f"env.{residual_options[0]}=0"
+            )
+        if self.env.gain_average and self.kind == "control" and self.env.residual_mode != "gains":
+            problems.append(
+                "env.gain_average averages a gain schedule: set env.residual_mode=gains (with env.base_controller), "
+                "or env.gain_average=0"
             )
         if self.kind == "control" and (problem := self.env.gate_problem()):
             problems.append(problem)

@@ -195,7 +195,7 @@ def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) ->
     spaces first (one line, the env closed, where it does not fit)."""
     from rlpilot.controllers import check_controller
     from rlpilot.envs.catalogue import base_controller
-    from rlpilot.envs.residual import ResidualLaw, ResidualVectorEnv
+    from rlpilot.envs.residual import ResidualLaw, ResidualVectorEnv, averaged
 
     try:
         if problem := env_cfg.gate_problem():
@@ -208,6 +208,8 @@ def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) ->
             vector_env.single_action_space,
             gains=env_cfg.residual_mode == "gains",
         )
+        if env_cfg.residual_mode == "gains":
+            controller = averaged(controller, env_cfg.gain_average)
         appended = vector_env.appended if isinstance(vector_env, ObservationHistory) else 0
         law = ResidualLaw.from_config(env_cfg, controller, vector_env.single_observation_space, appended=appended)
         return ResidualVectorEnv(vector_env, controller, law, env_cfg.base_controller)

@@ -35,7 +35,14 @@ import torch
 
 from rlpilot.common.errors import UserError
 from rlpilot.config.sections import EnvConfig
-from rlpilot.controllers import CheckedController, all_finite, check_gate_signal, is_user_controller
+from rlpilot.controllers import (
+    CheckedController,
+    Controller,
+    all_finite,
+    apply_controller,
+    check_gate_signal,
+    is_user_controller,
+)
 
 RESIDUAL_FORMULAS = {
     "add": "clip(base(observation) + residual_scale * policy(observation)), the policy's actions in the action "
@@ -188,6 +195,64 @@ class ResidualLaw:
         return text
 
 
+class AveragedGains(Controller):
+    """``controller`` run on a weighted average of a gain schedule's multipliers (``env.gain_average``). The
+    schedule's action is then two columns per gain: the gains (decades / ``residual_scale``, as without it), then
+    each gain's weight (``10 ** (residual_scale * action)``: action 0 weighs 1). Per env, the controller runs on
+    ``exp`` of the weighted mean of ``log(gain)`` over the episode so far, each earlier step's weight fading by
+    ``1 - 1 / steps`` a step (``steps`` larger than the episode: nearly the plain weighted mean of the episode).
+    A schedule whose every step is a noisy estimate of one plant's gains (``rlpilot train adapt``'s student, which
+    also learns how sure it is) then acts on its estimates fused by how sure it was of each: the plant is one plant
+    for the whole episode.
+
+    A stateful controller of its own (the protocol's ``step``): its state is the wrapped controller's, then the
+    averaged log-gains, then the weight accumulated (one each per gain), zeros at an episode's start, so the residual
+    env resets it per env and ``rlpilot export`` carries it in the artifact's state like the PID's integral.
+    Without a schedule (the base controller alone) it is ``controller``, its state left as it was."""
+
+    def __init__(self, controller, steps: int):
+        super().__init__()
+        self.controller, self.keep = controller, 1.0 - 1.0 / int(steps)
+        self.gain_names = tuple(controller.gain_names)
+        self.schedule_width = 2 * len(self.gain_names)
+        """The schedule's columns: each gain, then each gain's weight (what the residual env's action box is)."""
+        self.inner_size = int(getattr(controller, "state_size", 0))
+        self.state_size = self.inner_size + self.schedule_width
+        for name in ("gate_index", "gate_signal"):  # what the residual gate reads, as the controller gives it
+            if hasattr(controller, name):
+                setattr(self, name, getattr(controller, name))
+
+    def step(self, observation, state, gains=None):
+        count = len(self.gain_names)
+        inner, mean = state[:, : self.inner_size], state[:, self.inner_size : self.inner_size + count]
+        total = state[:, self.inner_size + count :]
+        if gains is not None:
+            weight = gains[:, count:]
+            total = total * self.keep + weight
+            mean = mean + weight * (gains[:, :count].log() - mean) / total
+            gains = mean.exp()
+        if self.inner_size:
+            action, inner = self.controller.step(observation, inner, gains)
+        else:
+            action = apply_controller(self.controller, observation, gains)
+        return action, torch.cat([inner, mean, total], dim=1)
+
+    def reset(self, mask=None) -> None:
+        super().reset(mask)
+        if callable(getattr(self.controller, "reset", None)):  # whatever the controller keeps of its own
+            self.controller.reset(mask)
+
+
+def schedule_width(controller) -> int:
+    """The columns of a gain schedule's action for ``controller``: one per gain, two under ``env.gain_average``."""
+    return int(getattr(controller, "schedule_width", len(getattr(controller, "gain_names", ()))))
+
+
+def averaged(controller, steps: int):
+    """``controller`` under ``env.gain_average=steps`` (:class:`AveragedGains`); itself where ``steps`` is 0."""
+    return AveragedGains(controller, steps) if steps else controller
+
+
 class ResidualVectorEnv(gym.vector.VectorWrapper):
     """The vector env with ``controller`` (named ``name``) inside, the policy's action entering it by ``law``.
     ``controller`` and ``law`` are kept as configured (what ``rlpilot export`` traces); each step calls them
@@ -200,7 +265,7 @@ class ResidualVectorEnv(gym.vector.VectorWrapper):
         if not isinstance(space, gym.spaces.Box):
             raise UserError("env.base_controller: residual RL needs continuous (Box) actions")
         if law.mode == "gains":  # one action per scheduled gain, in decades / residual_scale
-            policy_box = gym.spaces.Box(-1.0, 1.0, (len(getattr(controller, "gain_names", ())),), np.float32)
+            policy_box = gym.spaces.Box(-1.0, 1.0, (schedule_width(controller),), np.float32)
         else:  # a correction: the env's box centred at zero, so that action 0 is the controller
             policy_box = correction_box(space)
         if policy_box is not space:  # a symmetric box under add: the env's own spaces, as they were

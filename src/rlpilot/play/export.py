@@ -22,7 +22,7 @@ from torch import nn
 from rlpilot.common.errors import UserError
 from rlpilot.envs.history import HistoryState
 from rlpilot.envs.make import env_class, observation_reader, single_spaces, to_numpy
-from rlpilot.envs.residual import ResidualLaw
+from rlpilot.envs.residual import ResidualLaw, schedule_width
 from rlpilot.play.load import LoadedPolicy, load_policy
 from rlpilot.play.write import (
     FORMATS,
@@ -176,7 +176,7 @@ def export_run(
         residual_env = probe_env.base_env.vector_env
         env_box = residual_env.env.single_action_space  # the env's actions (a gain schedule's policy acts on gains)
         controller, law = residual_env.controller, residual_env.law  # the law the env built from the config
-        gains = len(controller.gain_names) if law.mode == "gains" else 0
+        gains = schedule_width(controller) if law.mode == "gains" else 0
         exportable(controller, config.env.base_controller, obs_dim, gains, gate_signal=law.gate_reads_controller)
         base = ControllerModule(controller)
     probe_env.close()

@@ -1,0 +1,79 @@
+"""``env.gain_average`` (rlpilot.envs.residual.AveragedGains): the controller runs on the schedule's gains averaged
+in decades over the episode so far with the schedule's own weights (earlier steps fading), exactly what the plain
+schedule gives when it is sent the averaged actions by hand; a partial reset restarts the average of only those
+envs; it needs a gain schedule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rlpilot.common.errors import UserError
+from rlpilot.config.load import load_config
+from rlpilot.config.sections import EnvConfig
+from rlpilot.envs.make import make_vector_env
+from rlpilot.envs.residual import AveragedGains
+
+pytestmark = pytest.mark.usefixtures("examples_on_path")
+
+TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
+
+
+def tank(average: int) -> EnvConfig:
+    return EnvConfig(
+        id=TANK, backend="sync", base_controller=PID, residual_mode="gains", residual_scale=0.5, gain_average=average
+    )
+
+
+def hand_average(actions: np.ndarray, steps: int, decades: float = 0.5) -> np.ndarray:
+    """The gains' actions (a gain's decades are proportional to its action), averaged with the weights the last
+    three columns give (``10 ** (decades * weight action)``), earlier ones fading by ``1 - 1 / steps`` a step."""
+    gains, weights = actions[..., :3], 10.0 ** (decades * actions[..., 3:])
+    mean, total, out = np.zeros_like(gains[0]), np.zeros_like(gains[0]), []
+    for gain, weight in zip(gains, weights):
+        total = total * (1.0 - 1.0 / steps) + weight
+        mean = mean + weight * (gain - mean) / total
+        out.append(mean.copy())
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("steps", [1000, 3])
+def test_the_plant_receives_what_the_plain_schedule_gives_for_the_averaged_actions(steps):
+    actions = np.random.default_rng(0).uniform(-1, 1, (12, 2, 6))
+    averaged, plain = make_vector_env(tank(steps), 2), make_vector_env(tank(0), 2)
+    assert averaged.single_action_space.shape == (6,) and plain.single_action_space.shape == (3,)
+    averaged.reset(seed=5)
+    plain.reset(seed=5)
+    by_hand = hand_average(actions, steps)
+    for action, mean in zip(actions.astype(np.float32), by_hand.astype(np.float32)):
+        averaged.step(action)
+        plain.step(mean)
+        np.testing.assert_allclose(averaged.applied, plain.applied, atol=1e-5)
+    assert not np.allclose(by_hand, actions[..., :3], atol=0.05)  # the test would see a schedule not averaged
+    unweighted = hand_average(np.concatenate([actions[..., :3], np.zeros_like(actions[..., 3:])], -1), steps)
+    assert not np.allclose(by_hand, unweighted, atol=0.05)  # nor one that ignored the weights
+    averaged.close()
+    plain.close()
+
+
+def test_a_partial_reset_restarts_the_average_of_only_those_envs():
+    env = make_vector_env(tank(1000), 2)
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(np.full((2, 6), 0.4, np.float32))
+    controller = env.controller
+    assert isinstance(controller, AveragedGains) and controller.state_size == 4 + 3 + 3
+    before = controller.state.clone()
+    env.reset(options={"reset_mask": np.array([True, False])})
+    assert not controller.state[0].any() and torch.equal(controller.state[1], before[1])
+    keep, weight = 1.0 - 1.0 / 1000, 10**0.2
+    assert torch.allclose(before[1, -1], torch.tensor(weight * (1 + keep + keep**2)))  # the weight accumulated
+    env.close()
+
+
+def test_gain_average_needs_a_gain_schedule():
+    with pytest.raises(UserError, match="env.gain_average averages a gain schedule"):
+        load_config(algo="ppo", env_id=TANK, overrides=[f"env.base_controller={PID}", "env.gain_average=10"])
+    with pytest.raises(UserError, match="env.gain_average acts on a residual policy"):
+        load_config(algo="ppo", env_id=TANK, overrides=["env.residual_mode=gains", "env.gain_average=10"])
