@@ -20,9 +20,15 @@ pytestmark = pytest.mark.usefixtures("examples_on_path")
 TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
 
 
-def tank(average: int) -> EnvConfig:
+def tank(average: int, weighted: bool = True) -> EnvConfig:
     return EnvConfig(
-        id=TANK, backend="sync", base_controller=PID, residual_mode="gains", residual_scale=0.5, gain_average=average
+        id=TANK,
+        backend="sync",
+        base_controller=PID,
+        residual_mode="gains",
+        residual_scale=0.5,
+        gain_average=average,
+        gain_weights=weighted,
     )
 
 
@@ -54,6 +60,15 @@ def test_the_plant_receives_what_the_plain_schedule_gives_for_the_averaged_actio
     unweighted = hand_average(np.concatenate([actions[..., :3], np.zeros_like(actions[..., 3:])], -1), steps)
     assert not np.allclose(by_hand, unweighted, atol=0.05)  # nor one that ignored the weights
     averaged.close()
+    equal = make_vector_env(tank(steps, weighted=False), 2)  # every step weighs 1: one column per gain
+    assert equal.single_action_space.shape == (3,)
+    equal.reset(seed=5)
+    plain.reset(seed=5)
+    for action, mean in zip(actions[..., :3].astype(np.float32), unweighted.astype(np.float32)):
+        equal.step(action)
+        plain.step(mean)
+        np.testing.assert_allclose(equal.applied, plain.applied, atol=1e-5)
+    equal.close()
     plain.close()
 
 
@@ -77,3 +92,5 @@ def test_gain_average_needs_a_gain_schedule():
         load_config(algo="ppo", env_id=TANK, overrides=[f"env.base_controller={PID}", "env.gain_average=10"])
     with pytest.raises(UserError, match="env.gain_average acts on a residual policy"):
         load_config(algo="ppo", env_id=TANK, overrides=["env.residual_mode=gains", "env.gain_average=10"])
+    with pytest.raises(UserError, match="set env.gain_average=STEPS too"):
+        load_config(algo="ppo", env_id=TANK, overrides=[f"env.base_controller={PID}", "env.gain_weights=true"])

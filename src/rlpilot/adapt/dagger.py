@@ -8,8 +8,9 @@ the teacher's on a share ``beta ** i`` of the steps and the student's own greedy
 observation is labelled with the teacher's action for the TRUE plant of its env (the student never sees it), added
 to the data of the earlier iterations, and the student regressed on all of it (the mean squared error of its greedy
 action; the observation normaliser fitted on the data). Under ``env.gain_average`` (``adapt.average``, on by
-default) the student also weighs each gain's estimate by how sure it is (:data:`SURE`, learnt by likelihood on its
-own errors), and the controller runs on its estimates fused over the episode. Its Gaussian's spread is then set to
+default) the controller runs on its estimates fused over the episode; with ``env.gain_weights`` (``adapt.weights``)
+the student also weighs each gain's estimate by how sure it is (:data:`SURE`, learnt by likelihood on its own
+errors). Its Gaussian's spread is then set to
 its remaining error
 (:data:`MIN_STD`): a PPO refinement (``train --resume RUN --set ppo.anchor_coef=C``) explores around the student
 as far as the student is unsure, not at PPO's initial spread of one unit (gains scaled by up to 30x either way).
@@ -41,7 +42,7 @@ MIN_STD = 0.02
 """The smallest exploration the student is left with: its Gaussian's standard deviation (before the squash) is set
 to its root-mean-square error against the teacher's labels per action dimension, at least this."""
 SURE = 0.1
-"""Under ``env.gain_average`` the student also gives each gain a weight, how sure it is of it: the weight is
+"""Under ``env.gain_weights`` the student also gives each gain a weight, how sure it is of it: the weight is
 ``(SURE / sigma) ** 2`` for a student that expects to miss the teacher's action by ``sigma`` (a weight of 1, action
 0, is a student unsure by 0.1), learnt as a Gaussian's variance by likelihood on its own errors."""
 WEIGHT_STD = 0.1
@@ -63,7 +64,7 @@ class DaggerTrainable:
         self.targets = torch.tensor([table.labels[name] for name in plants], dtype=torch.float32)
         self.gains = self.targets.shape[1]
         self.decades = float(config.env.residual_scale)
-        self.weighted = bool(config.env.gain_average)  # the actor's columns: the gains, then their weights
+        self.weighted = bool(config.env.gain_average and config.env.gain_weights)  # the actor's columns: the gains, then their weights
         self.teacher = torch.cat([self.targets, torch.zeros_like(self.targets)], 1) if self.weighted else self.targets
         self.vector_env = make_vector_env(
             replace(config.env, condition_sampled=False), len(plants), [table.conditions[name] for name in plants]

@@ -28,20 +28,23 @@ class AdaptSettings:
     worse than the robust controller on 4 of 5 named plants; 32 and 64 steps both put it below it on all 5)."""
     average: int = between(1000, 0, 1_000_000)
     """``env.gain_average`` when ``--set`` does not set it: the controller runs on the student's gains averaged over
-    the episode so far (up to this many steps, then an exponential average). Each step's output is a noisy estimate
-    of one plant's oracle; on the heated tank their average over the episode was 2.5x closer to the oracle's kp than
-    the single step's (0.04 against 0.10, in actions). 0: every step's own gains."""
+    the episode so far (earlier steps fading with this time constant in steps). Each step's output is a noisy
+    estimate of one plant's oracle; on the heated tank, offline, their average over the episode was 2.5x closer to
+    the oracle's kp than the single step's (0.04 against 0.10, in actions). 0: every step's own gains."""
+    weights: bool = False
+    """``env.gain_weights`` when ``--set`` does not set it: the student also weighs each step's estimate by how sure
+    it is (learnt by likelihood on its own errors), the average weighted by them."""
     scale: float = positive(1.5)
     """``env.residual_scale`` when ``--set`` does not set it: decades a gain may move either way (1.5: from 1/30 to
     30 times the robust gain; the heated tank's oracles sit within 1.2 decades of its robust tuning)."""
     iterations: int = between(8, 1, 100)
     """DAgger iterations: the first rolls out the teacher's actions, each later one the student's own."""
-    episodes: int = between(2, 1, 64)
+    episodes: int = between(4, 1, 64)
     """Episodes per condition per iteration (one env per condition and episode, side by side)."""
     beta: float = fraction(0.5)
     """Iteration ``i`` acts with the teacher's action on a share ``beta ** i`` of the steps (1 at the first), with the
     student's own greedy action on the rest: the visited states drift towards the student's."""
-    epochs: int = between(60, 1, 10_000)
+    epochs: int = between(30, 1, 10_000)
     """Passes over the aggregated data at each iteration (the student is trained on, not from scratch)."""
     lr: float = positive(1e-3)
     """Adam's learning rate for the regression."""

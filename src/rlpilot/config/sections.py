@@ -115,13 +115,15 @@ class EnvConfig:
     signal computed from the observation, exported with it; docs/your-controller.md), else the arm's error
     monitor (the last entry, with ``env.kwargs.obs_error_peak``)."""
     gain_average: int = between(0, 0, 1_000_000)
-    """Residual RL with ``residual_mode=gains``: the policy gives each gain a weight too (its action is two columns
-    per gain: the gains, then their weights, ``10 ** (residual_scale * action)``), and the controller runs on the
-    weighted average of the gains (in decades) over the episode so far, earlier steps fading with this time
-    constant in steps (:class:`rlpilot.envs.residual.AveragedGains`). A schedule that estimates one plant from a
-    noisy history (``rlpilot train adapt``'s student, which learns its weights as how sure it is) acts on its
-    estimates fused over the episode instead of retuning on every wiggle. Exported with the controller (its
-    state). 0: off, one column per gain."""
+    """Residual RL with ``residual_mode=gains``: the controller runs on the average of the policy's gains (in
+    decades) over the episode so far, earlier steps fading with this time constant in steps
+    (:class:`rlpilot.envs.residual.AveragedGains`; ``gain_weights``: weighted by the policy). A schedule that
+    estimates one plant from a noisy history (``rlpilot train adapt``'s student) acts on its estimates fused over
+    the episode instead of retuning on every wiggle. Exported with the controller (its state). 0: off."""
+    gain_weights: bool = False
+    """With ``gain_average``: the policy gives each gain a weight too (two action columns per gain: the gains,
+    then their weights ``10 ** (residual_scale * action)``), the average weighted by them. ``false``: every step
+    weighs 1, one column per gain."""
     frame_skip: int = positive(1)
     """Repeat each action this many env frames, summing rewards (gymnasium's ``MaxAndSkipObservation``,
     which also max-pools the last two frames against flicker). Budgets count agent steps, not env frames."""

@@ -196,9 +196,10 @@ class ResidualLaw:
 
 
 class AveragedGains(Controller):
-    """``controller`` run on a weighted average of a gain schedule's multipliers (``env.gain_average``). The
-    schedule's action is then two columns per gain: the gains (decades / ``residual_scale``, as without it), then
-    each gain's weight (``10 ** (residual_scale * action)``: action 0 weighs 1). Per env, the controller runs on
+    """``controller`` run on an average of a gain schedule's multipliers (``env.gain_average``). ``weighted``
+    (``env.gain_weights``): the schedule's action is two columns per gain, the gains (decades / ``residual_scale``,
+    as without it), then each gain's weight (``10 ** (residual_scale * action)``: action 0 weighs 1); else every
+    step weighs 1. Per env, the controller runs on
     ``exp`` of the weighted mean of ``log(gain)`` over the episode so far, each earlier step's weight fading by
     ``1 - 1 / steps`` a step (``steps`` larger than the episode: nearly the plain weighted mean of the episode).
     A schedule whose every step is a noisy estimate of one plant's gains (``rlpilot train adapt``'s student, which
@@ -210,14 +211,14 @@ class AveragedGains(Controller):
     env resets it per env and ``rlpilot export`` carries it in the artifact's state like the PID's integral.
     Without a schedule (the base controller alone) it is ``controller``, its state left as it was."""
 
-    def __init__(self, controller, steps: int):
+    def __init__(self, controller, steps: int, *, weighted: bool = False):
         super().__init__()
-        self.controller, self.keep = controller, 1.0 - 1.0 / int(steps)
+        self.controller, self.keep, self.weighted = controller, 1.0 - 1.0 / int(steps), bool(weighted)
         self.gain_names = tuple(controller.gain_names)
-        self.schedule_width = 2 * len(self.gain_names)
-        """The schedule's columns: each gain, then each gain's weight (what the residual env's action box is)."""
+        self.schedule_width = (2 if weighted else 1) * len(self.gain_names)
+        """The schedule's columns: each gain, then (``weighted``) each gain's weight: the residual env's action box."""
         self.inner_size = int(getattr(controller, "state_size", 0))
-        self.state_size = self.inner_size + self.schedule_width
+        self.state_size = self.inner_size + 2 * len(self.gain_names)
         for name in ("gate_index", "gate_signal"):  # what the residual gate reads, as the controller gives it
             if hasattr(controller, name):
                 setattr(self, name, getattr(controller, name))
@@ -227,7 +228,7 @@ class AveragedGains(Controller):
         inner, mean = state[:, : self.inner_size], state[:, self.inner_size : self.inner_size + count]
         total = state[:, self.inner_size + count :]
         if gains is not None:
-            weight = gains[:, count:]
+            weight = gains[:, count:] if self.weighted else torch.ones_like(mean)
             total = total * self.keep + weight
             mean = mean + weight * (gains[:, :count].log() - mean) / total
             gains = mean.exp()
@@ -248,9 +249,9 @@ def schedule_width(controller) -> int:
     return int(getattr(controller, "schedule_width", len(getattr(controller, "gain_names", ()))))
 
 
-def averaged(controller, steps: int):
+def averaged(controller, steps: int, *, weighted: bool = False):
     """``controller`` under ``env.gain_average=steps`` (:class:`AveragedGains`); itself where ``steps`` is 0."""
-    return AveragedGains(controller, steps) if steps else controller
+    return AveragedGains(controller, steps, weighted=weighted) if steps else controller
 
 
 class ResidualVectorEnv(gym.vector.VectorWrapper):
