@@ -104,7 +104,8 @@ def test_under_gain_average_the_student_weighs_its_estimates_by_how_sure_it_is()
 
     table = TeacherTable("t", robust={"kp": 0.1, "ki": 0.002, "kd": 0.1}, conditions={"a": {}}, labels={"a": [0, 0, 0]})
     settings = AdaptSettings(episodes=1, epochs=40, lr=3e-3)
-    overrides = ["env.max_episode_steps=20", "env.obs_norm_frames=64", "train.eval_episodes=1", "env.gain_average=100", "env.gain_weights=true"]
+    overrides = ["env.max_episode_steps=20", "env.obs_norm_frames=64", "train.eval_episodes=1"]
+    overrides += ["env.gain_average=100", "env.gain_weights=true"]
     config = adapt_config(TANK, PID, overrides, settings)
     config.env.base_controller_kwargs = table.robust
     inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)

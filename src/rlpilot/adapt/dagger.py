@@ -64,7 +64,8 @@ class DaggerTrainable:
         self.targets = torch.tensor([table.labels[name] for name in plants], dtype=torch.float32)
         self.gains = self.targets.shape[1]
         self.decades = float(config.env.residual_scale)
-        self.weighted = bool(config.env.gain_average and config.env.gain_weights)  # the actor's columns: the gains, then their weights
+        # the actor's columns: the gains, then (env.gain_weights) their weights
+        self.weighted = bool(config.env.gain_average and config.env.gain_weights)
         self.teacher = torch.cat([self.targets, torch.zeros_like(self.targets)], 1) if self.weighted else self.targets
         self.vector_env = make_vector_env(
             replace(config.env, condition_sampled=False), len(plants), [table.conditions[name] for name in plants]
