@@ -96,14 +96,17 @@ def test_the_envelope_falls_back_to_zero_beyond_its_training_range_only():
 
 
 def test_under_gain_average_the_student_weighs_its_estimates_by_how_sure_it_is():
-    """Rows whose label a feature gives away and rows whose label is noise the inputs cannot tell: the student's
-    weight columns come out higher on the first (it may be sure there), and its gains fit the first."""
+    """Rows whose label a feature gives away and rows whose label is noise the inputs cannot tell (the same few
+    inputs under many labels, so that no fit memorises it): the student's weight columns come out higher on the
+    first (it may be sure there), and its gains fit the first. (The weights learn from the student's errors on
+    its own training data: where it can memorise noise, they cannot tell.)"""
     from rlpilot.adapt import adapt_config
     from rlpilot.adapt.dagger import DaggerTrainable
     from rlpilot.control.trainable import ControlTrainable
 
     table = TeacherTable("t", robust={"kp": 0.1, "ki": 0.002, "kd": 0.1}, conditions={"a": {}}, labels={"a": [0, 0, 0]})
-    settings = AdaptSettings(episodes=1, epochs=40, lr=3e-3)
+    torch.manual_seed(0)
+    settings = AdaptSettings(episodes=1, epochs=100, lr=3e-3)
     overrides = ["env.max_episode_steps=20", "env.obs_norm_frames=64", "train.eval_episodes=1"]
     overrides += ["env.gain_average=100", "env.gain_weights=true"]
     config = adapt_config(TANK, PID, overrides, settings)
@@ -113,6 +116,8 @@ def test_under_gain_average_the_student_weighs_its_estimates_by_how_sure_it_is()
     try:
         generator = torch.Generator().manual_seed(0)
         inputs = torch.randn(4096, config.env.history * 5 + 4, generator=generator)
+        inputs[2048:] = inputs[2048:2056].repeat(256, 1)  # 8 inputs, 256 labels each: a noise none can learn
+        inputs[:2048, 0], inputs[2048:, 0] = inputs[:2048, 0].abs(), -inputs[2048:, 0].abs()
         known = inputs[:, 0] > 0
         labels = torch.where(known[:, None], 0.3, 0.3 + 0.3 * torch.randn(4096, 3, generator=generator))
         dagger.inputs, dagger.labels = [inputs], [labels]
@@ -120,7 +125,7 @@ def test_under_gain_average_the_student_weighs_its_estimates_by_how_sure_it_is()
         with torch.no_grad():
             out = dagger.algo.greedy_module(dagger.normalised(inputs))
         weights = out[:, 3:]
-        assert weights[known].mean() > weights[~known].mean() + 0.3
+        assert weights[known].mean() > weights[~known].mean() + 0.5, (weights[known].mean(), weights[~known].mean())
         assert (out[known, :3] - 0.3).abs().mean() < 0.05
     finally:
         dagger.close()
