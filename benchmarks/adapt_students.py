@@ -4,6 +4,10 @@ and late in the episode. A quick look between variants (the weighted average aga
 training seed) before ``rlpilot compare`` measures the chosen one with intervals.
 
     PYTHONPATH=examples python benchmarks/adapt_students.py runs/tank-avg-s1 runs/tank-w-s1 --episodes 20
+
+``--teacher COMPARE_JSON``: instead, the first run's teacher itself, each named plant's oracle from its table
+played with its gains as tuned and with each gain moved 19% (0.075 decades) either way, against the fine oracle
+of an ``rlpilot compare`` answer on the same episodes: how close the labels are, and how sharp the optimum is.
 """
 
 from __future__ import annotations
@@ -55,14 +59,52 @@ def student_rows(run: Path, episodes: int, seed: int) -> list[dict]:
     return rows
 
 
+SHIFT = 0.075
+"""Decades each gain is moved in the teacher's sharpness rows (19%: 0.05 of a student's action at the default
+``env.residual_scale`` of 1.5)."""
+
+
+def teacher_rows(run: Path, answer: Path, episodes: int, seed: int) -> list[str]:
+    from rlpilot.config.sections import EnvConfig
+    from rlpilot.reference.play import play_candidates
+
+    teacher = json.loads((run / "teacher.json").read_text())
+    fine = json.loads(answer.read_text())["references"]
+    config = playable(run).env_config
+    seeds = list(range(seed, seed + episodes))
+    moves = " | ".join(f"{g} {d}" for g in teacher["robust"] for d in ("-", "+"))
+    lines = [f"| plant | teacher / fine oracle | {moves} |"]
+    lines.append("|---" * (2 + 2 * len(teacher["robust"])) + "|")
+    for name, condition in teacher["conditions"].items():
+        if name.startswith("drawn-") or f"oracle/{name}" not in fine:
+            continue
+        plant = EnvConfig(id=config.id, kwargs=config.kwargs, condition=dict(condition))
+        oracle = teacher["oracles"][name]
+        moved = [{**oracle, g: oracle[g] * 10 ** (sign * SHIFT)} for g in oracle for sign in (-1, 1)]
+        played = play_candidates(
+            plant, config.base_controller, [fine[f"oracle/{name}"]["kwargs"], oracle, *moved], seeds=seeds
+        )
+        error = [result.per_episode()["tracking_error"].mean() for result in played]
+        cells = " | ".join(f"{e / error[1]:.2f}" for e in error[2:])
+        lines.append(f"| {name} | {error[1] / error[0]:.2f} | {cells} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=10_000)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--teacher", type=Path, metavar="COMPARE_JSON")
     args = parser.parse_args()
     head = stamp.header()
+    if args.teacher:
+        lines = teacher_rows(args.runs[0], args.teacher, args.episodes, args.seed)
+        print("\n".join(lines))
+        if args.out:
+            stamp.write_result(args.out, head, lines, {"episodes": args.episodes, "seed": args.seed})
+        return
     rows = [row for run in args.runs for row in student_rows(run, args.episodes, args.seed)]
     lines = ["| run | plant | tracking error | label error, steps 0-40 | after step 100 |", "|---|---|---|---|---|"]
     lines += [
