@@ -97,3 +97,19 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     assert "names no gain_names" in capsys.readouterr().err
     assert main(["train", "adapt", TANK, *SPACE]) == 2
     assert "needs a plant and your controller" in capsys.readouterr().err
+
+
+def test_adapt_students_reads_a_run_and_its_teacher(adapt_run, tmp_path):
+    """benchmarks/adapt_students.py on the tiny run: a row per named plant of its table; the teacher against an
+    answer whose fine oracles are the teacher's own is 1.00 on every plant."""
+    from tests.benchmark_loader import BENCHMARKS, load_benchmark
+
+    script = load_benchmark(BENCHMARKS / "adapt_students.py")
+    rows = script.student_rows(adapt_run, episodes=2, seed=10_000)
+    assert [row["plant"] for row in rows] == ["nominal", "slow", "fast-dead-time"]
+    assert all(row["tracking_error"] > 0 and 0 < row["label_error_after_100"] < 2 for row in rows)
+    teacher = json.loads((adapt_run / "teacher.json").read_text())
+    answer = tmp_path / "compare.json"
+    answer.write_text(json.dumps({"references": {f"oracle/{k}": {"kwargs": v} for k, v in teacher["oracles"].items()}}))
+    lines = script.teacher_rows(adapt_run, answer, episodes=2, seed=10_000)
+    assert len(lines) == 2 + 3 and all(line.split(" | ")[1] == "1.00" for line in lines[2:])
