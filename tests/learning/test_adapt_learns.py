@@ -1,7 +1,7 @@
 """``rlpilot train adapt`` learns: on the heated tank, with a small teacher (8 plants tuned on 4 episodes each), the
 DAgger student tracks closer than its own robust PID (action 0: the controller it schedules) on 32 sampled plants it
 never saw, played on the same episodes by both. Seen here: the full settings (24 plants, 8 tuning episodes) put the
-student at 0.18-0.54x the robust reference on the named plants and 0.52x on sampled ones (docs/replace-pid.md)."""
+student at 0.17-0.54x the robust reference on the named plants and 0.48x on sampled ones (docs/replace-pid.md)."""
 
 from __future__ import annotations
 
