@@ -10,9 +10,8 @@ to the data of the earlier iterations, and the student regressed on all of it (t
 action; the observation normaliser fitted on the data). Under ``env.gain_average`` (``adapt.average``, on by
 default) the controller runs on its estimates fused over the episode; with ``env.gain_weights`` (``adapt.weights``)
 the student also weighs each gain's estimate by how sure it is (:data:`SURE`, learnt by likelihood on its own
-errors). Its Gaussian's spread is then set to
-its remaining error
-(:data:`MIN_STD`): a PPO refinement (``train --resume RUN --set ppo.anchor_coef=C``) explores around the student
+errors). Its Gaussian's spread is then set to its remaining error (:data:`MIN_STD`): a PPO refinement
+(``train --resume RUN --set ppo.anchor_coef=C``) explores around the student
 as far as the student is unsure, not at PPO's initial spread of one unit (gains scaled by up to 30x either way).
 The fallback's envelope (``model.fallback_margin``,
 :class:`rlpilot.control.models.Envelope`) is fitted on the same inputs.
@@ -64,8 +63,7 @@ class DaggerTrainable:
         self.targets = torch.tensor([table.labels[name] for name in plants], dtype=torch.float32)
         self.gains = self.targets.shape[1]
         self.decades = float(config.env.residual_scale)
-        # the actor's columns: the gains, then (env.gain_weights) their weights
-        self.weighted = bool(config.env.gain_average and config.env.gain_weights)
+        self.weighted = config.env.gain_weights  # the actor's columns: the gains, then their weights
         self.teacher = torch.cat([self.targets, torch.zeros_like(self.targets)], 1) if self.weighted else self.targets
         self.vector_env = make_vector_env(
             replace(config.env, condition_sampled=False), len(plants), [table.conditions[name] for name in plants]

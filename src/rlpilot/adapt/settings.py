@@ -30,8 +30,8 @@ class AdaptSettings:
     average: int = between(1000, 0, 1_000_000)
     """``env.gain_average`` when ``--set`` does not set it: the controller runs on the student's gains averaged over
     the episode so far (earlier steps fading with this time constant in steps). Each step's output is a noisy
-    estimate of one plant's oracle; on the heated tank, offline, their average over the episode was 2.5x closer to
-    the oracle's kp than the single step's (0.04 against 0.10, in actions). 0: every step's own gains."""
+    estimate of one plant's oracle, and the plant is one plant for the whole episode. 0: every step's own
+    gains."""
     weights: bool = False
     """``env.gain_weights`` when ``--set`` does not set it: the student also weighs each step's estimate by how sure
     it is (learnt by likelihood on its own errors), the average weighted by them."""

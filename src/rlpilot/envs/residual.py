@@ -202,9 +202,8 @@ class AveragedGains(Controller):
     step weighs 1. Per env, the controller runs on
     ``exp`` of the weighted mean of ``log(gain)`` over the episode so far, each earlier step's weight fading by
     ``1 - 1 / steps`` a step (``steps`` larger than the episode: nearly the plain weighted mean of the episode).
-    A schedule whose every step is a noisy estimate of one plant's gains (``rlpilot train adapt``'s student, which
-    also learns how sure it is) then acts on its estimates fused by how sure it was of each: the plant is one plant
-    for the whole episode.
+    A schedule whose every step is a noisy estimate of one plant's gains (``rlpilot train adapt``'s student) then
+    acts on its estimates fused over the episode: the plant is one plant for the whole episode.
 
     A stateful controller of its own (the protocol's ``step``): its state is the wrapped controller's, then the
     averaged log-gains, then the weight accumulated (one each per gain), zeros at an episode's start, so the residual
