@@ -153,6 +153,41 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_curve(tmp_path, loopback_ray):
+    """The learner's own local cluster (``--ray local`` in a fresh process): SIGTERM checkpoints and stops
+    the actors; a resumed run killed with SIGKILL resumes again, its frames strictly increasing. The last resume
+    runs in this process, on the module's loopback cluster (one Ray start fewer: before the node-lost test, which
+    shuts it down)."""
+    path = tmp_path / "run"
+    settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.checkpoint_every_frames=128"]
+    common = [*SLOW, *settings, *SMALL_PPO, "--set", "train.log_every_frames=64", *QUIET]
+    args = ["train", "ppo", "CartPole-v1", "--frames", 100_000, "--run-dir", path, "--ray", "local"]
+    process = start_cli(*args, *common)
+    _wait_for(lambda: (path / "checkpoints" / "last.pt").exists(), timeout=240)
+    actors = _actor_pids(process.pid)
+    assert actors
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["status"] == "interrupted" and "SIGTERM" in meta["reason"]
+    _wait_for(lambda: not set(actors) & set(_actor_pids(process.pid)), timeout=60)  # the actors are gone
+    _wait_for(lambda: not owned_processes(process.pid), timeout=60)  # and every process of its cluster
+
+    process = start_cli("train", "--resume", path, "--ray", "local")
+    stopped_at = load_run(path).frames
+    _wait_for(lambda: any(float(row["frames"]) > stopped_at + 256 for row in _rows(path)), timeout=240)
+    process.kill()  # SIGKILL of the learner: no checkpoint, no status written
+    process.communicate(timeout=60)
+    _wait_for(lambda: not owned_processes(process.pid), timeout=120)  # the cluster went with its driver
+
+    args = ["train", "--resume", str(path), "--frames", str(int(stopped_at) + 1024), "--ray", "local", "-q"]
+    assert main(args) == 0
+    frames = [float(row["frames"]) for row in _rows(path)]
+    assert frames == sorted(set(frames)) and frames[-1] >= stopped_at + 1024
+    assert load_run(path).status == "finished"
+
+
 def test_a_node_lost_mid_run_has_its_actors_replaced_on_the_others(tmp_path):
     """A loopback cluster of a head (no CPUs: the learner only) and two worker nodes; the learner joins it by
     address, as on a real cluster. Mid-run, a node holding an actor is removed (its raylet and every worker
@@ -202,36 +237,3 @@ def test_a_node_lost_mid_run_has_its_actors_replaced_on_the_others(tmp_path):
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
-
-
-def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_curve(tmp_path):
-    """The learner's own local cluster (``--ray local`` in a fresh process): SIGTERM checkpoints and stops
-    the actors; a resumed run killed with SIGKILL resumes again, its frames strictly increasing."""
-    path = tmp_path / "run"
-    settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.checkpoint_every_frames=128"]
-    common = [*SLOW, *settings, *SMALL_PPO, "--set", "train.log_every_frames=64", *QUIET]
-    args = ["train", "ppo", "CartPole-v1", "--frames", 100_000, "--run-dir", path, "--ray", "local"]
-    process = start_cli(*args, *common)
-    _wait_for(lambda: (path / "checkpoints" / "last.pt").exists(), timeout=240)
-    actors = _actor_pids(process.pid)
-    assert actors
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=120)
-    assert process.returncode == 143, err
-    meta = json.loads((path / "meta.json").read_text())
-    assert meta["status"] == "interrupted" and "SIGTERM" in meta["reason"]
-    _wait_for(lambda: not set(actors) & set(_actor_pids(process.pid)), timeout=60)  # the actors are gone
-    _wait_for(lambda: not owned_processes(process.pid), timeout=60)  # and every process of its cluster
-
-    process = start_cli("train", "--resume", path, "--ray", "local")
-    stopped_at = load_run(path).frames
-    _wait_for(lambda: any(float(row["frames"]) > stopped_at + 256 for row in _rows(path)), timeout=240)
-    process.kill()  # SIGKILL of the learner: no checkpoint, no status written
-    process.communicate(timeout=60)
-    _wait_for(lambda: not owned_processes(process.pid), timeout=120)  # the cluster went with its driver
-
-    args = ["train", "--resume", str(path), "--frames", str(int(stopped_at) + 1024), "--ray", "local", "-q"]
-    assert main(args) == 0
-    frames = [float(row["frames"]) for row in _rows(path)]
-    assert frames == sorted(set(frames)) and frames[-1] >= stopped_at + 1024
-    assert load_run(path).status == "finished"

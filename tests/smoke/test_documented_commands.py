@@ -64,6 +64,7 @@ BUDGET_SETS = {
     "sweep": ["train.total_frames=1", "train.eval_episodes=2"],
     "bench": ["train.total_frames=1", "train.eval_episodes=2"],
     "tune": ["train.total_frames=1"],
+    "compare": ["env.max_episode_steps=20"],  # its searches play whole episodes: short ones, the same pipeline
 }
 SLOW_STEPS = {  # CarRacing steps ~1 ms a frame and its CNN is large: smaller batches and short episodes (as in
     # tests/smoke/test_presets.py); the pipeline is the same
