@@ -153,11 +153,11 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
-def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_curve(tmp_path, loopback_ray):
+def test_sigterm_stops_actors_and_learner_then_a_resume_continues_and_sigkill_leaves_nothing(tmp_path):
     """The learner's own local cluster (``--ray local`` in a fresh process): SIGTERM checkpoints and stops
-    the actors; a resumed run killed with SIGKILL resumes again, its frames strictly increasing. The last resume
-    runs in this process, on the module's loopback cluster (one Ray start fewer: before the node-lost test, which
-    shuts it down)."""
+    the actors; the resumed run (its actors started again) continues the curve, frames strictly increasing;
+    SIGKILL of its learner takes its whole cluster with it. A resume after SIGKILL is a resume as any
+    (tests/smoke/test_lifecycle.py)."""
     path = tmp_path / "run"
     settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.checkpoint_every_frames=128"]
     common = [*SLOW, *settings, *SMALL_PPO, "--set", "train.log_every_frames=64", *QUIET]
@@ -177,15 +177,12 @@ def test_sigterm_stops_actors_and_learner_then_sigkill_and_resume_continue_the_c
     process = start_cli("train", "--resume", path, "--ray", "local")
     stopped_at = load_run(path).frames
     _wait_for(lambda: any(float(row["frames"]) > stopped_at + 256 for row in _rows(path)), timeout=240)
+    assert _actor_pids(process.pid)  # collecting on actors of its own again
     process.kill()  # SIGKILL of the learner: no checkpoint, no status written
     process.communicate(timeout=60)
     _wait_for(lambda: not owned_processes(process.pid), timeout=120)  # the cluster went with its driver
-
-    args = ["train", "--resume", str(path), "--frames", str(int(stopped_at) + 1024), "--ray", "local", "-q"]
-    assert main(args) == 0
     frames = [float(row["frames"]) for row in _rows(path)]
-    assert frames == sorted(set(frames)) and frames[-1] >= stopped_at + 1024
-    assert load_run(path).status == "finished"
+    assert frames == sorted(set(frames)) and frames[-1] > stopped_at + 256
 
 
 def test_a_node_lost_mid_run_has_its_actors_replaced_on_the_others(tmp_path):

@@ -38,9 +38,16 @@ VALUE_TOLERANCE = dict(rtol=1e-5, atol=1e-6)
 GRADIENT_TOLERANCE = dict(rtol=1e-4, atol=1e-6)
 
 
+@pytest.fixture(scope="session")
+def inductor_cache(tmp_path_factory):
+    """One compile cache for this module's tests, empty at the start of the session (a compile is tested cold,
+    never against what an earlier session left): a graph two tests build alike is compiled once."""
+    return tmp_path_factory.mktemp("inductor")
+
+
 @pytest.fixture(autouse=True)
-def same_random_numbers_and_a_private_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+def same_random_numbers_and_a_private_cache(monkeypatch, inductor_cache):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache))
     torch._dynamo.reset()
     with inductor_config.patch(fallback_random=True):
         yield
