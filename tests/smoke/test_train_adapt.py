@@ -113,3 +113,24 @@ def test_adapt_students_reads_a_run_and_its_teacher(adapt_run, tmp_path):
     answer.write_text(json.dumps({"references": {f"oracle/{k}": {"kwargs": v} for k, v in teacher["oracles"].items()}}))
     lines = script.teacher_rows(adapt_run, answer, episodes=2, seed=10_000)
     assert len(lines) == 2 + 3 and all(line.split(" | ")[1] == "1.00" for line in lines[2:])
+
+
+def test_adapt_excitation_holds_the_gains_it_is_told_then_the_robust_ones(adapt_run):
+    """benchmarks/adapt_excitation.py on the tiny run: ``M:K:A`` at M = A = 1 is the robust controller throughout
+    (the same episodes, the same errors); a burst of 10x gains changes them; the student's averaged multipliers are
+    read per gain at the early steps, within the schedule's range."""
+    from tests.benchmark_loader import BENCHMARKS, load_benchmark
+
+    from rlpilot.play.episodes import playable
+
+    script = load_benchmark(BENCHMARKS / "adapt_excitation.py")
+    policy, condition = playable(adapt_run), {"time_constant": 20.0, "dead_time": 12}
+    robust = script.held(policy, condition, (1.0, 0, 1.0), episodes=2, seed=10_000)
+    np.testing.assert_allclose(script.held(policy, condition, (1.0, 10, 1.0), episodes=2, seed=10_000), robust)
+    burst = script.held(policy, condition, (10.0, 20, 1.0), episodes=2, seed=10_000)
+    assert not np.allclose(burst, robust, rtol=1e-3)
+    errors, seen = script.student_multipliers(policy, condition, episodes=2, seed=10_000)
+    assert len(errors) == 2 and sorted(seen) == [1, 5, 15, 40]
+    assert all(
+        list(m) == ["kp", "ki", "kd"] and all(10**-1.5 <= v <= 10**1.5 for v in m.values()) for m in seen.values()
+    )

@@ -1,0 +1,122 @@
+"""How an episode's first steps decide it, for a ``rlpilot train adapt`` run on one named plant of its table: the
+robust controller with every gain multiplied by ``M`` for the first ``K`` steps and by ``A`` after (each
+``--schedule M:K:A``), against the robust gains throughout, on the same evaluation episodes; and the multipliers
+the run's student itself reaches (averaged as the run averages them) at a few early steps. On the arm under a
+one-step delay this shows why the student fails there: its first estimates, made before the history shows the
+delay, raise the gains, and a few such steps leave an oscillation the robust gains do not damp.
+
+    python benchmarks/adapt_excitation.py runs/adapt-arm --plant delay --schedule 2.82:5:1 --schedule 1.41:15:1 \\
+        --episodes 20 --out benchmarks/results/adapt_excitation-arm-2026-12-06.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stamp  # noqa: E402
+
+from rlpilot.control.evaluate import evaluate  # noqa: E402
+from rlpilot.play.episodes import playable  # noqa: E402
+from rlpilot.stats import bootstrap  # noqa: E402
+
+EARLY = (1, 5, 15, 40)
+"""After how many steps the student's averaged multipliers are shown."""
+
+
+def held(policy, condition: dict, schedule: tuple[float, int, float], episodes: int, seed: int) -> np.ndarray:
+    """Per episode, the tracking error of the robust gains times ``M`` for ``K`` steps, then times ``A``."""
+    multiplier, steps, after = schedule
+    config = replace(policy.env_config, gain_average=1, gain_weights=False, condition=condition)  # each step's own
+    scale = float(config.residual_scale)
+    env = replace(policy, env_config=config).make_env(num_envs=episodes, seed=seed)
+    width = env.base_env.vector_env.single_action_space.shape[0]
+    step = [0]
+
+    def act(observation: torch.Tensor) -> torch.Tensor:
+        value = multiplier if step[0] < steps else after
+        step[0] += 1
+        return torch.full((observation.shape[0], width), math.log10(value) / scale)
+
+    result = evaluate(env, act, episodes=episodes, seed=seed)
+    env.close()
+    return np.asarray(result.per_episode()["tracking_error"], dtype=np.float64)
+
+
+def student_multipliers(policy, condition: dict, episodes: int, seed: int) -> tuple[np.ndarray, dict[int, dict]]:
+    """The student's per-episode tracking error on the plant, and its averaged multipliers (mean over episodes, per
+    gain) at the steps of :data:`EARLY`."""
+    env = replace(policy, env_config=replace(policy.env_config, condition=condition)).make_env(
+        num_envs=episodes, seed=seed
+    )
+    residual = env.base_env.vector_env
+    seen: dict[int, dict] = {}
+    step = [0]
+
+    def act(observation: torch.Tensor) -> torch.Tensor:
+        action = policy.act(observation)
+        controller = residual.controller
+        if step[0] in EARLY and getattr(controller, "state", None) is not None and hasattr(controller, "inner_size"):
+            count = len(controller.gain_names)
+            mean = controller.state[:, controller.inner_size : controller.inner_size + count]
+            seen[step[0]] = dict(zip(controller.gain_names, (round(float(x), 2) for x in mean.exp().mean(0))))
+        step[0] += 1
+        return action
+
+    result = evaluate(env, act, episodes=episodes, seed=seed)
+    env.close()
+    return np.asarray(result.per_episode()["tracking_error"], dtype=np.float64), seen
+
+
+def parse(text: str) -> tuple[float, int, float]:
+    multiplier, steps, after = text.split(":")
+    return float(multiplier), int(steps), float(after)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--plant", required=True, help="a named plant of the run's teacher table")
+    parser.add_argument("--schedule", action="append", type=parse, default=[], metavar="M:K:A")
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=10_000)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    head = stamp.header()
+    condition = dict(json.loads((args.run / "teacher.json").read_text())["conditions"][args.plant])
+    policy = playable(args.run)
+
+    def row(label: str, errors: np.ndarray) -> str:
+        low, high = bootstrap(errors, np.mean)
+        return f"| {label} | {errors.mean():.5f} [{low:.5f}, {high:.5f}] |"
+
+    lines = [f"Plant `{args.plant}` ({condition}); {args.episodes} episodes from seed {args.seed}.", ""]
+    lines += ["| gains (multipliers of the robust ones) | tracking error [95% interval] |", "|---|---|"]
+    rows = {"robust throughout": held(policy, condition, (1.0, 0, 1.0), args.episodes, args.seed)}
+    for schedule in args.schedule:
+        multiplier, steps, after = schedule
+        rows[f"{multiplier:g}x for {steps} steps, then {after:g}x"] = held(
+            policy, condition, schedule, args.episodes, args.seed
+        )
+    errors, seen = student_multipliers(policy, condition, args.episodes, args.seed)
+    rows["the student"] = errors
+    lines += [row(label, values) for label, values in rows.items()]
+    lines += ["", "The student's averaged multipliers, mean over the episodes, after this many steps:"]
+    lines += [f"- {step}: {values}" for step, values in sorted(seen.items())]
+    print("\n".join(lines))
+    if args.out:
+        data = {"plant": args.plant, "condition": condition, "episodes": args.episodes, "seed": args.seed}
+        data.update(rows={label: values.tolist() for label, values in rows.items()}, student_multipliers=seen)
+        stamp.write_result(args.out, head, lines, data)
+
+
+if __name__ == "__main__":
+    main()
