@@ -17,9 +17,10 @@ PLANTS = {
     "compare_dc_motor": "dc-motor",
     "compare_arm": "arm",
     "compare_tank_refine": "tank-refine",  # docs/adapt.md: the student against its PPO refinements
+    "compare_arm_outside": "outside-arm",  # docs/adapt.md: the arm's student beyond its trained ranges
 }
 """Block name -> the plant's folder prefix (``compare-heated-tank-2026-12-06``)."""
-SHOWN = {"tank-refine": ("ratios.png",)}
+SHOWN = {"tank-refine": ("ratios.png",), "outside-arm": ("ratios.png", "trace-delay-2.png", "trace-weak-motor.png")}
 """The figures a block shows where not all of them (the refinement's rows are told apart by the ratios alone)."""
 
 
