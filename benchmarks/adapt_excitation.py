@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
 
 from rlpilot.control.evaluate import evaluate  # noqa: E402
+from rlpilot.envs.residual import AveragedGains  # noqa: E402
 from rlpilot.play.episodes import playable  # noqa: E402
 from rlpilot.stats import bootstrap  # noqa: E402
 
@@ -63,11 +64,10 @@ def student_multipliers(policy, condition: dict, episodes: int, seed: int) -> tu
 
     def act(observation: torch.Tensor) -> torch.Tensor:
         action = policy.act(observation)
-        controller = residual.controller
-        if step[0] in EARLY and getattr(controller, "state", None) is not None and hasattr(controller, "inner_size"):
-            count = len(controller.gain_names)
-            mean = controller.state[:, controller.inner_size : controller.inner_size + count]
-            seen[step[0]] = dict(zip(controller.gain_names, (round(float(x), 2) for x in mean.exp().mean(0))))
+        controller = residual.controller  # AveragedGains under env.gain_average (train adapt's default)
+        multipliers = controller.multipliers() if isinstance(controller, AveragedGains) else None
+        if step[0] in EARLY and multipliers is not None:
+            seen[step[0]] = dict(zip(controller.gain_names, (round(float(x), 2) for x in multipliers.mean(0))))
         step[0] += 1
         return action
 

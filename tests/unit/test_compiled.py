@@ -46,7 +46,7 @@ def inductor_cache(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def same_random_numbers_and_a_private_cache(monkeypatch, inductor_cache):
+def same_random_numbers_and_a_cold_shared_cache(monkeypatch, inductor_cache):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache))
     torch._dynamo.reset()
     with inductor_config.patch(fallback_random=True):

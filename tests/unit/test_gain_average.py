@@ -80,6 +80,7 @@ def test_a_partial_reset_restarts_the_average_of_only_those_envs():
     controller = env.controller
     assert isinstance(controller, AveragedGains) and controller.state_size == 4 + 3 + 3
     before = controller.state.clone()
+    np.testing.assert_allclose(controller.multipliers().numpy(), 10**0.2, rtol=1e-5)  # 3 steps at action 0.4
     env.reset(options={"reset_mask": np.array([True, False])})
     assert not controller.state[0].any() and torch.equal(controller.state[1], before[1])
     keep, weight = 1.0 - 1.0 / 1000, 10**0.2

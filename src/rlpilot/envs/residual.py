@@ -237,6 +237,13 @@ class AveragedGains(Controller):
             action = apply_controller(self.controller, observation, gains)
         return action, torch.cat([inner, mean, total], dim=1)
 
+    def multipliers(self) -> torch.Tensor | None:
+        """The multipliers the controller runs on now, per env and gain (``None`` before the first step)."""
+        if self.state is None:
+            return None
+        count = len(self.gain_names)
+        return self.state[:, self.inner_size : self.inner_size + count].exp()
+
     def reset(self, mask=None) -> None:
         super().reset(mask)
         if callable(getattr(self.controller, "reset", None)):  # whatever the controller keeps of its own
