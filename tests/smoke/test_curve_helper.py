@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,7 +27,7 @@ def run_dir(tmp_path_factory) -> Path:
     run = train(
         load_config("ppo-cartpole", overrides=TINY), run_root=str(tmp_path_factory.mktemp("runs")), show_progress=False
     )
-    assert run.curve_path.stat().st_size > 0  # the run's own end drew it (through its helper)
+    assert run.curve_path.stat().st_size > 0  # the run's own end drew it (through a helper, or here)
     return run.path
 
 
@@ -95,3 +96,30 @@ def test_a_killed_run_leaves_no_helper_behind(tmp_path):
     while _alive(helper_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(helper_pid)
+
+
+def test_a_process_with_matplotlib_draws_its_runs_curves_itself():
+    """``for_this_run``: a helper for a fresh process (the CLI's), none where matplotlib's figure is imported
+    already (a notebook or a sweep training run after run): the curve is then drawn here, as without a helper."""
+    code = (
+        "import sys\n"
+        "from rlpilot.loop import curve_helper\n"
+        "fresh = curve_helper.for_this_run()\n"
+        "print(fresh.process is not None)\n"
+        "fresh.close()\n"
+        "import matplotlib.figure\n"
+        "print(curve_helper.for_this_run().process is None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["True", "True"]
+
+
+def test_a_later_run_of_the_process_counts_its_own_start_up(monkeypatch):
+    """``startup_s``: the process's age for its first run; for a later one, from its own ``train`` call."""
+    from rlpilot.loop import lifecycle
+
+    monkeypatch.setattr(lifecycle, "_STARTED_A_RUN", False)
+    monkeypatch.setattr(lifecycle, "process_age", lambda: 123.0)
+    monkeypatch.setattr(lifecycle, "time", SimpleNamespace(monotonic=lambda: 1005.0))  # its clock at the first frame
+    assert lifecycle.startup_seconds(1000.0) == 123.0  # the first run: the process's age
+    assert lifecycle.startup_seconds(1000.0) == 5.0  # a later one: since its train call

@@ -11,7 +11,8 @@ an error, or took longer than ``TIMEOUT_S``), the curve is drawn in this process
 can only make the end faster, never change the figure or lose it.
 
 The helper reads run directories only (metrics.csv, config.yaml): nothing executable crosses the pipe.
-It exits when its standard input closes, so a killed run leaves no helper behind.
+It exits when its standard input closes, so a killed run leaves no helper behind. A process that has
+matplotlib already draws its runs' curves itself (:func:`for_this_run`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,17 @@ def _stop(process: subprocess.Popen) -> None:
     except (OSError, ValueError, subprocess.TimeoutExpired):
         process.kill()
         process.wait()
+
+
+def for_this_run() -> CurveHelper:
+    """What draws a run's curve: a helper process (:func:`start`), unless this process has imported matplotlib's
+    figure already (a notebook, a sweep or a test session training one run after another): a warm process
+    draws a curve in ~0.1-0.2 s, less than a tiny run waits for a helper still importing matplotlib, and
+    without a second interpreter importing it on a busy core (``benchmarks/startup.py`` measures the CLI's
+    fresh process, which still gets a helper)."""
+    if "matplotlib.figure" in sys.modules:
+        return CurveHelper(None)
+    return start()
 
 
 def start() -> CurveHelper:

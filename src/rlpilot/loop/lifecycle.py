@@ -50,6 +50,18 @@ def process_age() -> float | None:
     return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 2)
 
 
+_STARTED_A_RUN = False
+
+
+def startup_seconds(entered: float) -> float | None:
+    """The wait before a run's first frame: for this process's first run, its whole age (interpreter and imports
+    included: :func:`process_age`); for a later one (the Python API, a notebook, a sweep in one process), the time
+    since its ``train`` began (``entered``: ``time.monotonic()`` then), not the earlier runs' time too."""
+    global _STARTED_A_RUN
+    first, _STARTED_A_RUN = not _STARTED_A_RUN, True
+    return process_age() if first else round(time.monotonic() - entered, 2)
+
+
 def count_resume(run: Run, frames: int) -> int:
     """Records a resume where it happens (meta.json and an event, before anything is built), so a resume
     killed before its first checkpoint is still counted; returns the number of resumes so far."""

@@ -184,7 +184,8 @@ def _train(
     builder=None,
 ) -> Run:
     """Builds the trainable (fresh, or from the checkpoint) and runs the loop (inside a Ray session with ``ray``)."""
-    curve = curve_helper.start()  # imports matplotlib on the idle core while this one builds and trains
+    entered = time.monotonic()
+    curve = curve_helper.for_this_run()  # imports matplotlib on the idle core while this one builds and trains
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(denormals_flushed(config.train.flush_denormal))
@@ -199,6 +200,7 @@ def _train(
                 verbose=verbose,
                 remote=ray is not None,
                 builder=builder,
+                entered=entered,
             )
     finally:
         curve.close()
@@ -231,6 +233,7 @@ def _build_and_run(
     verbose: bool,
     remote: bool = False,
     builder=None,
+    entered: float,
 ) -> Run:
     torch.set_num_threads(config.train.num_threads)
     device = resolve_device(config.train.device)
@@ -254,7 +257,7 @@ def _build_and_run(
             )
             # startup_s: the wait before the first frame (interpreter, imports, config, envs, networks; the
             # loggers open at the first row they log)
-            startup = lifecycle.process_age()
+            startup = lifecycle.startup_seconds(entered)
             run.update_meta(
                 status="running",
                 solved_at=threshold,
