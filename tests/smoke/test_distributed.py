@@ -120,33 +120,35 @@ def test_sac_collects_asynchronously_and_keeps_its_update_to_data_ratio(tmp_path
     assert max(lags) >= 1.0  # actors collected while the learner learned
 
 
-@pytest.mark.parametrize("when", ["mid-run", "while it starts"])
-def test_an_actor_killed_is_replaced_and_the_run_finishes(tmp_path, loopback_ray, when):
-    """An actor SIGKILLed mid-run, or as soon as its process exists (while it imports and builds its envs):
-    a replacement takes its place, with one ``worker_replaced`` event, and the run finishes."""
+def test_actors_killed_while_one_starts_and_mid_run_are_replaced_and_the_run_finishes(tmp_path, loopback_ray):
+    """An actor SIGKILLed as soon as its process exists (while it imports and builds its envs), then another
+    mid-run: a replacement takes each one's place, with one ``worker_replaced`` event each, and the run finishes."""
     path = tmp_path / "killed"
     victims: list[int] = []
     _wait_for(lambda: not _actor_pids(), timeout=60)  # the actors of earlier tests have exited
 
-    def kill_one_actor():
-        if when == "mid-run":
-            _wait_for(lambda: (path / "metrics.csv").exists() and len(_actor_pids()) >= 2)
-        else:
-            _wait_for(lambda: len(_actor_pids()) >= 1, timeout=240)
-        victims.append(_actor_pids()[0])
-        os.kill(victims[0], signal.SIGKILL)
+    def living() -> list[int]:
+        return [pid for pid in _actor_pids() if pid not in victims]
 
-    killer = threading.Thread(target=kill_one_actor, daemon=True)
+    def kill_two_actors():
+        _wait_for(lambda: len(living()) >= 1, timeout=240)  # while it starts
+        victims.append(living()[0])
+        os.kill(victims[-1], signal.SIGKILL)
+        _wait_for(lambda: (path / "metrics.csv").exists() and len(living()) >= 2)  # mid-run
+        victims.append(living()[0])
+        os.kill(victims[-1], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_two_actors, daemon=True)
     killer.start()
     args = ["train", "ppo", "CartPole-v1", "--frames", "2560", "--run-dir", str(path), "--ray", "local"]
     settings = ["--set", "collect.workers=2", "--set", "env.num_envs=2", "--set", "train.log_every_frames=64"]
     assert main([*args, *SLOW, *settings, *SMALL_PPO, *QUIET]) == 0
     killer.join(timeout=5)
-    assert victims, "no actor was killed"
+    assert len(victims) == 2, f"actors killed: {victims}"
     replaced = [event for event in _events(path) if event["event"] == "worker_replaced"]
-    assert len(replaced) == 1 and replaced[0]["pid"] != victims[0]
+    assert len(replaced) == 2 and not {event["pid"] for event in replaced} & set(victims)
     assert load_run(path).status == "finished"
-    assert float(_rows(path)[-1]["collect/replaced"]) == 1.0
+    assert float(_rows(path)[-1]["collect/replaced"]) == 2.0
 
 
 def _parent(pid: int) -> int:

@@ -21,9 +21,10 @@ SMOKE_OVERRIDES = {
     name: ["env.num_envs=2", "ppo.steps_per_env=32", "ppo.minibatch_size=32", "env.max_episode_steps=60"]
     for name in ("ppo-carracing", "ppo-carracing-discrete")
 }
-# MuJoCo locomotion: 1,000-step episodes; 50 play the same pipeline
+# MuJoCo locomotion: 1,000-step episodes; 50 play the same pipeline, on one thread (their learner takes both cores:
+# beside the other test worker two threads wait on each other, 2-10 s a preset here)
 SMOKE_OVERRIDES |= {
-    f"{algo}-{env}": ["env.max_episode_steps=50"]
+    f"{algo}-{env}": ["env.max_episode_steps=50", "train.num_threads=1"]
     for algo in ("sac", "td3")
     for env in ("halfcheetah", "hopper", "walker2d", "ant")
 }
@@ -81,3 +82,24 @@ def test_time_budget_stops_the_run_with_a_final_eval(tmp_path):
     assert result.status == "finished" and 0 < result.frames < config.train.total_frames
     assert any(e["event"] == "time_limit" for e in result.events())
     assert "eval/return_mean" in result.metrics()[-1]
+
+
+def test_the_run_trains_on_its_threads_and_leaves_the_process_as_it_was(tmp_path):
+    """``train.num_threads`` holds while the run builds and trains; the caller's count comes back after it."""
+    from rlpilot import registry
+
+    seen = []
+
+    def recording_builder(config, **kwargs):
+        seen.append(torch.get_num_threads())
+        return registry.trainable_builder(config.algo)(config, **kwargs)
+
+    overrides = ["train.total_frames=256", "train.eval_episodes=2", "train.num_threads=2"]
+    result = train(
+        load_config("ppo-cartpole", overrides=overrides),
+        run_root=str(tmp_path),
+        show_progress=False,
+        builder=recording_builder,
+    )
+    assert result.status in ("finished", "solved") and seen == [2]
+    assert torch.get_num_threads() == 1  # conftest's count, as before the run

@@ -189,6 +189,7 @@ def _train(
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(denormals_flushed(config.train.flush_denormal))
+            stack.enter_context(torch_threads(config.train.num_threads))
             if ray is not None:
                 stack.enter_context(ray_session(ray, config.collect.workers))
             return _build_and_run(
@@ -223,6 +224,18 @@ def denormals_flushed(enabled: bool):
         torch.set_flush_denormal(before)
 
 
+@contextlib.contextmanager
+def torch_threads(count: int):
+    """``train.num_threads`` for the run, the process's previous count restored after it (a notebook training a
+    two-thread preset, then something else, is left as it was)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _build_and_run(
     config: Config,
     run: Run,
@@ -235,7 +248,6 @@ def _build_and_run(
     builder=None,
     entered: float,
 ) -> Run:
-    torch.set_num_threads(config.train.num_threads)
     device = resolve_device(config.train.device)
     threshold = solved_threshold(config)
     progress = Progress.from_state(checkpoint["progress"]) if checkpoint else Progress()
