@@ -16,7 +16,7 @@ from rlpilot.play.episodes import evaluate_target
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
 SPACE = ["--param", "kp=0.005:2:log", "--param", "ki=0.00001:0.1:log", "--param", "kd=0.01:10:log"]
-SMALL = ["conditions=8", "tuning_episodes=4", "robust_search=quick", "iterations=6"]
+SMALL = ["conditions=8", "tuning_episodes=4", "robust_episodes=4", "robust_search=quick", "iterations=6"]
 
 
 @pytest.mark.slow  # a few minutes: the teacher's 9 searches, then DAgger

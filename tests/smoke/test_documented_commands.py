@@ -201,7 +201,10 @@ class Page:
         return str(matching[-1].relative_to(self.folder)) + (f"/{rest}" if rest else "")
 
 
-ADAPT_SETS = [f"adapt.{item}" for item in ("conditions=1", "tuning_episodes=1", "search=quick", "robust_search=quick")]
+ADAPT_SETS = [
+    f"adapt.{item}"
+    for item in ("conditions=1", "tuning_episodes=1", "robust_episodes=1", "search=quick", "robust_search=quick")
+]
 ADAPT_SETS += ["adapt.iterations=1", "adapt.episodes=1", "adapt.epochs=1", "env.max_episode_steps=20"]
 """``train adapt`` builds its own budget (no ``--frames``): one plant, one short episode, one DAgger iteration."""
 

@@ -23,7 +23,10 @@ pytestmark = [pytest.mark.usefixtures("examples_on_path"), pytest.mark.xdist_gro
 
 TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
 SPACE = ["--param", "kp=0.005:2:log", "--param", "ki=0.00001:0.1:log", "--param", "kd=0.01:10:log"]
-TINY = [f"adapt.{item}" for item in ("conditions=3", "tuning_episodes=2", "search=quick", "robust_search=quick")]
+TINY = [
+    f"adapt.{item}"
+    for item in ("conditions=3", "tuning_episodes=2", "robust_episodes=2", "search=quick", "robust_search=quick")
+]
 TINY += [f"adapt.{item}" for item in ("iterations=2", "episodes=1", "epochs=5")]
 TINY += ["env.max_episode_steps=50", "train.eval_episodes=2"]
 FAR = {"gain": 300.0, "dead_time": 30}

@@ -93,7 +93,7 @@ def teacher_table(
         fixed=fixed,
         conditions=settings.conditions,
         seed=settings.seed,
-        episodes=settings.tuning_episodes,
+        episodes=[settings.tuning_episodes, settings.robust_episodes],
         search=[settings.search, settings.robust_search],
     )
     table = TeacherTable.load(cache, key)
@@ -104,8 +104,9 @@ def teacher_table(
         started = time.perf_counter()
         batch, rounds, refine = BUDGETS[settings.robust_search]
         robust = tune_reference(
-            plain, controller, space, fixed, kind="robust", condition_name="sampled", condition={}, seeds=seeds,
-            objective=objective, starts=starts, batch=batch, rounds=rounds, refine_rounds=refine,
+            plain, controller, space, fixed, kind="robust", condition_name="sampled", condition={},
+            seeds=list(range(settings.robust_episodes)), objective=objective, starts=starts, batch=batch,
+            rounds=rounds, refine_rounds=refine,
         )  # fmt: skip
         table.robust, table.seconds = robust.kwargs, table.seconds + time.perf_counter() - started
         table.save(cache)
