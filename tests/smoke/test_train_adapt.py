@@ -25,7 +25,7 @@ TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
 SPACE = ["--param", "kp=0.005:2:log", "--param", "ki=0.00001:0.1:log", "--param", "kd=0.01:10:log"]
 TINY = [
     f"adapt.{item}"
-    for item in ("conditions=3", "tuning_episodes=2", "robust_episodes=2", "search=quick", "robust_search=quick")
+    for item in ("conditions=3", "tuning_episodes=1", "robust_episodes=2", "search=quick", "robust_search=quick")
 ]
 TINY += [f"adapt.{item}" for item in ("iterations=2", "episodes=1", "epochs=5")]
 TINY += ["env.max_episode_steps=50", "train.eval_episodes=2"]
@@ -35,7 +35,7 @@ FAR = {"gain": 300.0, "dead_time": 30}
 
 @pytest.fixture(scope="module")
 def adapt_run(tmp_path_factory) -> Path:
-    """The tiny adapt run (~15 s: the references on 2 short episodes, 3 oracles, 2 DAgger iterations)."""
+    """The tiny adapt run (~15 s: the robust reference on 2 short episodes, 3 oracles on 1, 2 DAgger iterations)."""
     root = tmp_path_factory.mktemp("adapt")
     sets = [arg for item in TINY for arg in ("--set", item)]
     argv = ["train", "adapt", TANK, "--controller", PID, *SPACE, *sets, "--runs", str(root), "--run-dir"]
@@ -91,6 +91,17 @@ def test_the_fallback_acts_far_outside_the_ranges_and_the_student_is_then_no_wor
     (robust,) = play_candidates(plain, PID, [config.env.base_controller_kwargs], seeds=[50, 51, 52, 53])
     ratio = student.final["tracking_error"].mean() / robust.final["tracking_error"].mean()
     assert ratio <= 1.05, ratio
+
+
+def test_the_students_fallback_is_the_robust_reference_compare_measures_it_against(adapt_run, tmp_path):
+    """``adapt.robust_episodes`` and ``adapt.robust_search`` as compare's ``--tuning-episodes`` and ``--search``:
+    compare's robust reference is the student's base controller, its action 0."""
+    out = tmp_path / "compare"
+    argv = ["compare", TANK, "--controller", PID, *SPACE, "--condition", "sampled", "--tuning-episodes", "2"]
+    argv += ["--search", "quick", "--episodes", "2", "--set", "env.max_episode_steps=50", "--out", str(out)]
+    assert main(argv) == 0
+    robust = json.loads((out / "compare.json").read_text())["references"]["robust"]["kwargs"]
+    assert robust == json.loads((adapt_run / "teacher.json").read_text())["robust"]
 
 
 def test_bad_input_is_one_line(capsys, tmp_path):
