@@ -83,6 +83,40 @@ def test_dagger_labels_each_observation_with_the_teacher_s_action_for_its_env_s_
         dagger.close()
 
 
+def test_with_a_warmup_the_first_steps_of_every_episode_are_labelled_and_played_robust():
+    """``adapt.warmup``: the robust controller (action 0) is the label, and the teacher's action, on each episode's
+    first steps (before the history can tell the plant apart), the plant's oracle after them, episode after episode."""
+    from rlpilot.adapt import adapt_config
+    from rlpilot.adapt.dagger import DaggerTrainable
+    from rlpilot.control.trainable import ControlTrainable
+
+    table = TeacherTable(
+        "t",
+        robust={"kp": 0.1, "ki": 0.002, "kd": 0.1},
+        conditions={"a": {"gain": 31.0, "dead_time": 2}},
+        labels={"a": [0.5, -0.5, 0.25]},
+    )
+    settings = AdaptSettings(episodes=2, epochs=1, warmup=5)
+    config = adapt_config(TANK, PID, ["env.max_episode_steps=20", "train.eval_episodes=1"], settings)
+    config.env.base_controller_kwargs = table.robust
+    inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
+    dagger = DaggerTrainable(config, inner, table=table, settings=settings, horizon=30)
+    try:
+        rows = dagger.rollout(1.0, seed=3)["labels"].reshape(30, 2, 3)
+        robust = [step for step in range(30) if step % 20 < 5]  # steps 0-4 of the first episode and of the second
+        assert torch.equal(rows[robust], torch.zeros(len(robust), 2, 3))
+        later = [step for step in range(30) if step not in robust]
+        assert torch.equal(rows[later], torch.tensor(table.labels["a"]).expand(len(later), 2, 3))
+        dagger.rollout(1.0, seed=4)  # 30 steps: each env's second episode is 10 steps in, 5 of them the oracle's
+        multipliers = dagger.vector_env.controller.multipliers()  # the gains averaged over that episode so far
+        keep = 1 - 1 / config.env.gain_average  # each earlier step's weight fades by this a step
+        share = sum(keep**age for age in range(5)) / sum(keep**age for age in range(10))  # the 5 latest, the oracle's
+        expected = 10 ** (config.env.residual_scale * torch.tensor(table.labels["a"]) * share)
+        assert torch.allclose(multipliers, expected.expand(2, 3), rtol=1e-4)
+    finally:
+        dagger.close()
+
+
 def test_the_envelope_falls_back_to_zero_beyond_its_training_range_only():
     body = torch.nn.Linear(2, 3)
     envelope = Envelope(body, 2, margin=1.0)

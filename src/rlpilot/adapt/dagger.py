@@ -2,17 +2,18 @@
 
 The student is the actor of a PPO run with ``env.residual_mode=gains`` and ``env.history``: it reads the plant's
 observation and its recent history, and schedules the robust controller's gains. One step of the loop is one DAgger
-iteration: every plant of the teacher's table plays ``adapt.episodes`` envs side by side for a fixed horizon (a
-finished episode starts again under the same plant), iteration 0 with the teacher's actions, iteration ``i`` with
-the teacher's on a share ``beta ** i`` of the steps and the student's own greedy action on the rest; every visited
-observation is labelled with the teacher's action for the TRUE plant of its env (the student never sees it), added
-to the data of the earlier iterations, and the student regressed on all of it (the mean squared error of its greedy
-action; the observation normaliser fitted on the data). Under ``env.gain_average`` (``adapt.average``, on by
-default) the controller runs on its estimates fused over the episode; with ``env.gain_weights`` (``adapt.weights``)
-the student also weighs each gain's estimate by how sure it is (:data:`SURE`, learnt by likelihood on its own
-errors). Its Gaussian's spread is then set to its remaining error (:data:`MIN_STD`): a PPO refinement
-(``train --resume RUN --set ppo.anchor_coef=C``) explores around the student
-as far as the student is unsure, not at PPO's initial spread of one unit (gains scaled by up to 30x either way).
+iteration: every plant of the teacher's table plays ``adapt.episodes`` envs side by side for a fixed horizon (a finished
+episode starts again under the same plant), iteration 0 with the teacher's actions, iteration ``i`` with the teacher's
+on a share ``beta ** i`` of the steps and the student's own greedy action on the rest; every visited observation is
+labelled with the teacher's action for the TRUE plant of its env (the student never sees it), added to the data of the
+earlier iterations (with ``adapt.warmup`` W, an episode's first W steps are labelled, and played by the teacher, with
+the robust controller's action 0 instead), and the student regressed on all of it (the mean squared error of its greedy
+action; the observation normaliser fitted on the data). Under ``env.gain_average`` (``adapt.average``, on by default)
+the controller runs on its estimates fused over the episode; with ``env.gain_weights`` (``adapt.weights``) the student
+also weighs each gain's estimate by how sure it is (:data:`SURE`, learnt by likelihood on its own errors). Its
+Gaussian's spread is then set to its remaining error (:data:`MIN_STD`): a PPO refinement (``train --resume RUN --set
+ppo.anchor_coef=C``) explores around the student as far as the student is unsure, not at PPO's initial spread of one
+unit (gains scaled by up to 30x either way).
 The fallback's envelope (``model.fallback_margin``,
 :class:`rlpilot.control.models.Envelope`) is fitted on the same inputs.
 
@@ -98,14 +99,17 @@ class DaggerTrainable:
         returns, lengths = np.zeros(count), np.zeros(count, dtype=np.int64)
         finished_returns, finished_lengths, observations = [], [], []
         student_steps = fallbacks = 0
+        labels = []
         for _ in range(self.horizon):
             observation = torch.as_tensor(np.asarray(raw), dtype=torch.float32)
             observations.append(observation)
-            action = self.teacher
+            early = torch.as_tensor(lengths < self.settings.warmup)[:, None]  # the robust controller's steps
+            labels.append(torch.where(early, torch.zeros_like(self.targets), self.targets))
+            action = torch.where(early, torch.zeros_like(self.teacher), self.teacher)
             if teacher_share < 1.0:
                 own, fell_back = self.student(observation)
                 by_student = torch.rand(count, generator=generator) >= teacher_share
-                action = torch.where(by_student[:, None], own, self.teacher)
+                action = torch.where(by_student[:, None], own, action)
                 student_steps += int(by_student.sum())
                 fallbacks += int((fell_back & by_student).sum())
             raw, reward, terminated, truncated, _ = env.step(action.numpy())
@@ -119,7 +123,7 @@ class DaggerTrainable:
                 raw, _ = env.reset(options={"reset_mask": done})
         return {
             "observations": torch.cat(observations),
-            "labels": self.targets.repeat(self.horizon, 1),
+            "labels": torch.cat(labels),
             "returns": finished_returns,
             "lengths": finished_lengths,
             "fallback_share": fallbacks / max(student_steps, 1),

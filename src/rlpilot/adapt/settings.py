@@ -45,6 +45,12 @@ class AdaptSettings:
     """``env.residual_scale`` when ``--set`` does not set it: decades a gain may move either way (1.5: from 1/30 to
     30 times the robust gain; the heated tank's oracles sit within 1.2 decades of its robust tuning, 17 of the DC
     motor's 96 lie beyond 1.5, and a label beyond the scale is clipped: ``adapt.scale=2`` there)."""
+    warmup: int = between(0, 0, 100_000)
+    """Steps at an episode's start labelled with the robust controller (action 0) instead of the plant's oracle, and
+    played so by the teacher: what the student should do before its history can tell the plant apart (0: the oracle
+    from the first step). On the arm (docs/adapt.md) 20 took the student under a one-step delay from 10.7x to 7.9x
+    the robust PD's error and beyond the range (two steps) from 1.20x to 1.08x, and cost it under a weak motor
+    (0.45x to 0.71x): the early robust steps weigh in the episode's average too."""
     iterations: int = between(8, 1, 100)
     """DAgger iterations: the first rolls out the teacher's actions, each later one the student's own."""
     episodes: int = between(4, 1, 64)
