@@ -54,7 +54,9 @@ class AdaptSettings:
     iterations: int = between(8, 1, 100)
     """DAgger iterations: the first rolls out the teacher's actions, each later one the student's own."""
     episodes: int = between(4, 1, 64)
-    """Episodes per condition per iteration (one env per condition and episode, side by side)."""
+    """Episodes per condition per iteration (one env per condition and episode, side by side). On the arm 12 halved
+    the student's error on fresh episodes' labels against 4 (0.097 to 0.062 of an action) and under a one-step delay
+    (11.4x to 5.5x the oracle), no worse elsewhere, at three times the DAgger time (docs/robot-arm.md)."""
     beta: float = fraction(0.5)
     """Iteration ``i`` acts with the teacher's action on a share ``beta ** i`` of the steps (1 at the first), with the
     student's own greedy action on the rest: the visited states drift towards the student's."""
