@@ -117,6 +117,36 @@ def test_with_a_warmup_the_first_steps_of_every_episode_are_labelled_and_played_
         dagger.close()
 
 
+def test_with_samples_each_iteration_regresses_as_many_draws_however_much_data_it_has():
+    """``adapt.samples``: each DAgger iteration's regression takes that many draws from all the data so far (a fixed
+    cost an iteration); without it, ``epochs`` passes over all of it (a cost growing with the data)."""
+    from rlpilot.adapt import adapt_config
+    from rlpilot.adapt.dagger import DaggerTrainable
+    from rlpilot.control.trainable import ControlTrainable
+
+    table = TeacherTable(
+        "t", robust={"kp": 0.1, "ki": 0.002, "kd": 0.1}, conditions={"a": {}}, labels={"a": [0.5, -0.5, 0.25]}
+    )
+
+    def adam_steps(samples: int) -> list[int]:
+        settings = AdaptSettings(episodes=2, epochs=1, minibatch=16, samples=samples)
+        config = adapt_config(TANK, PID, ["env.max_episode_steps=20", "train.eval_episodes=1"], settings)
+        config.env.base_controller_kwargs = table.robust
+        inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
+        dagger = DaggerTrainable(config, inner, table=table, settings=settings, horizon=40)  # 80 samples a step
+        try:
+            counts = []
+            for _ in range(3):
+                dagger.step()
+                counts.append(int(next(iter(dagger.optimizer.state.values()))["step"]))
+            return counts
+        finally:
+            dagger.close()
+
+    assert adam_steps(0) == [5, 15, 30]  # one pass over 80, 160, then 240 samples, 16 a step
+    assert adam_steps(40) == [3, 6, 9]  # 40 draws an iteration: 16, 16 and 8
+
+
 def test_the_envelope_falls_back_to_zero_beyond_its_training_range_only():
     body = torch.nn.Linear(2, 3)
     envelope = Envelope(body, 2, margin=1.0)

@@ -130,19 +130,22 @@ class DaggerTrainable:
         }
 
     def regress(self) -> float:
-        """The student fitted to every label so far (the normaliser and the envelope first refitted); its final
-        epoch's mean squared error."""
+        """The student fitted to every label so far (the normaliser and the envelope first refitted): ``epochs``
+        passes over it, or ``samples`` drawn from it; the mean squared error of its final pass."""
         observations, labels = torch.cat(self.inputs), torch.cat(self.labels)
         self.obs_norm = {"loc": observations.mean(0), "scale": observations.std(0).clamp_min(1e-4)}
         inputs = self.normalised(observations)
         if self.envelope is not None:
             self.envelope.armed.fill_(0.0)  # every sample teaches while it learns
         actor, size = self.algo.greedy_module, self.settings.minibatch
-        loss_sum = torch.zeros(())
-        for _ in range(self.settings.epochs):
+        loss_sum, order = torch.zeros(()), torch.zeros(0, dtype=torch.long)
+        for _ in range(1 if self.settings.samples else self.settings.epochs):
+            if self.settings.samples:  # a fixed cost per iteration, drawn from everything so far
+                order = torch.randint(len(inputs), (self.settings.samples,))
+            else:
+                order = torch.randperm(len(inputs))
             loss_sum = torch.zeros(())
-            order = torch.randperm(len(inputs))
-            for start in range(0, len(inputs), size):
+            for start in range(0, len(order), size):
                 index = order[start : start + size]
                 out = actor(inputs[index])
                 loss = nn.functional.mse_loss(out[:, : self.gains], labels[index])
@@ -159,7 +162,7 @@ class DaggerTrainable:
             self.algo.actor_net.log_std.copy_(error.log())
         for env in (self.inner.env, self.inner.eval_env):  # evaluation and the checkpoint read the same statistics
             set_obs_norm(env, self.obs_norm)
-        return float(loss_sum) / len(inputs)
+        return float(loss_sum) / len(order)
 
     def weight_loss(self, out: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The weights' loss: the Gaussian negative log-likelihood of the student's (detached) errors, its variance
