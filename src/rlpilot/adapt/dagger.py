@@ -104,8 +104,8 @@ class DaggerTrainable:
             observation = torch.as_tensor(np.asarray(raw), dtype=torch.float32)
             observations.append(observation)
             early = torch.as_tensor(lengths < self.settings.warmup)[:, None]  # the robust controller's steps
-            labels.append(torch.where(early, torch.zeros_like(self.targets), self.targets))
             action = torch.where(early, torch.zeros_like(self.teacher), self.teacher)
+            labels.append(action[:, : self.gains])  # the teacher's gains are the label
             if teacher_share < 1.0:
                 own, fell_back = self.student(observation)
                 by_student = torch.rand(count, generator=generator) >= teacher_share
@@ -138,12 +138,7 @@ class DaggerTrainable:
         if self.envelope is not None:
             self.envelope.armed.fill_(0.0)  # every sample teaches while it learns
         actor, size = self.algo.greedy_module, self.settings.minibatch
-        loss_sum, order = torch.zeros(()), torch.zeros(0, dtype=torch.long)
-        for _ in range(1 if self.settings.samples else self.settings.epochs):
-            if self.settings.samples:  # a fixed cost per iteration, drawn from everything so far
-                order = torch.randint(len(inputs), (self.settings.samples,))
-            else:
-                order = torch.randperm(len(inputs))
+        for order in self.passes(len(inputs)):
             loss_sum = torch.zeros(())
             for start in range(0, len(order), size):
                 index = order[start : start + size]
@@ -163,6 +158,13 @@ class DaggerTrainable:
         for env in (self.inner.env, self.inner.eval_env):  # evaluation and the checkpoint read the same statistics
             set_obs_norm(env, self.obs_norm)
         return float(loss_sum) / len(order)
+
+    def passes(self, count: int):
+        """The sample order of each pass of a regression over ``count`` samples: ``epochs`` permutations, or one draw
+        of ``samples`` from all of them (a fixed cost an iteration)."""
+        if self.settings.samples:
+            return [torch.randint(count, (self.settings.samples,))]
+        return (torch.randperm(count) for _ in range(self.settings.epochs))
 
     def weight_loss(self, out: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The weights' loss: the Gaussian negative log-likelihood of the student's (detached) errors, its variance

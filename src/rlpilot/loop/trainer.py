@@ -185,7 +185,7 @@ def _train(
 ) -> Run:
     """Builds the trainable (fresh, or from the checkpoint) and runs the loop (inside a Ray session with ``ray``)."""
     entered = time.monotonic()
-    curve = curve_helper.for_this_run()  # imports matplotlib on the idle core while this one builds and trains
+    curve = curve_helper.for_this_run()  # a helper importing matplotlib on the idle core, unless this process has it
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(denormals_flushed(config.train.flush_denormal))
