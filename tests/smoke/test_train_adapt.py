@@ -50,6 +50,7 @@ def test_train_adapt_writes_a_ppo_run_that_eval_and_export_read(adapt_run, capsy
     teacher = json.loads((adapt_run / "teacher.json").read_text())
     assert config["algo"] == "ppo" and config["env"]["residual_mode"] == "gains" and config["env"]["history"] == 32
     assert config["env"]["gain_average"] == 1000  # the student's estimates averaged over the episode
+    assert config["env"]["gain_excitation"] == 32  # each weighed by how much the command moved lately
     assert config["env"]["base_controller_kwargs"] == teacher["robust"]  # action 0: the robust controller
     assert list(teacher["labels"]) == ["nominal", "slow", "fast-dead-time"] and teacher["seconds"] > 0
     rows = [line.split(",") for line in (adapt_run / "metrics.csv").read_text().splitlines()]

@@ -193,3 +193,29 @@ def test_under_gain_average_the_student_weighs_its_estimates_by_how_sure_it_is()
         assert (out[known, :3] - 0.3).abs().mean() < 0.05
     finally:
         dagger.close()
+
+
+def test_with_caution_an_estimate_beyond_the_label_away_from_the_robust_gains_costs_more():
+    """``adapt.caution``: an estimate past the teacher's label on the far side from action 0 (the robust controller)
+    weighs ``1 + caution``; one between the label and 0 weighs 1. A student that cannot tell two plants apart then
+    settles nearer the robust gains than their mean, and still on the label where it can."""
+    from types import SimpleNamespace
+
+    from rlpilot.adapt.dagger import DaggerTrainable
+
+    def loss(caution, estimate, label):
+        host = SimpleNamespace(settings=AdaptSettings(caution=caution))
+        return float(DaggerTrainable.regression_loss(host, torch.tensor(estimate), torch.tensor(label)))
+
+    assert loss(0.0, [0.5, 0.5], [0.7, 0.1]) == pytest.approx((0.04 + 0.16) / 2)
+    assert loss(3.0, [0.5], [0.7]) == pytest.approx(0.04)  # between 0 and the label: plain
+    assert loss(3.0, [0.5], [0.1]) == pytest.approx(4 * 0.16)  # beyond the label, away from 0
+    assert loss(3.0, [0.2], [-0.1]) == pytest.approx(4 * 0.09)  # across 0 from it
+    estimate = torch.zeros(1, requires_grad=True)  # one input, two plants it cannot tell apart: labels -0.1 and 0.7
+    optimizer = torch.optim.SGD([estimate], lr=0.1)
+    for _ in range(500):
+        optimizer.zero_grad()
+        host = SimpleNamespace(settings=AdaptSettings(caution=3.0))
+        DaggerTrainable.regression_loss(host, estimate.expand(2), torch.tensor([-0.1, 0.7])).backward()
+        optimizer.step()
+    assert float(estimate) == pytest.approx((0.7 - 4 * 0.1) / 5, abs=1e-4)  # the mean would be 0.3

@@ -5,6 +5,8 @@ envs; it needs a gain schedule."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -95,3 +97,47 @@ def test_gain_average_needs_a_gain_schedule():
         load_config(algo="ppo", env_id=TANK, overrides=["env.residual_mode=gains", "env.gain_average=10"])
     with pytest.raises(UserError, match="set env.gain_average=STEPS too"):
         load_config(algo="ppo", env_id=TANK, overrides=[f"env.base_controller={PID}", "env.gain_weights=true"])
+
+
+class Gain(torch.nn.Module):
+    """A toy stateless controller: its command is the observation times its one gain."""
+
+    gain_names = ("k",)
+
+    def forward(self, observation, gains=None):
+        return observation[:, :1] * (1.0 if gains is None else gains)
+
+
+def test_under_gain_excitation_an_estimate_weighs_as_much_as_the_command_moved_lately():
+    """``env.gain_excitation``: each step's estimate weighs ``e / max(e)``, ``e`` the mean absolute change of the
+    command fading with that time constant: while the plant is driven the estimates average as without it; once
+    the command settles, new estimates barely move the gains the transient taught."""
+    window, averaged = 4, AveragedGains(Gain(), 1000, excitation=4, action_size=1)
+    assert averaged.state_size == 2 + 1 + 2  # the mean and weight of the gain; the last command, e and max e
+    observations = [5.0, -5.0, 5.0, -5.0] + [1.0] * 20  # a transient, then a plant at rest
+    estimates = [0.2] * 4 + [2.0] * 20  # in log-gain: what the schedule says at each step
+    state, level, most, last, mean, total, means = torch.zeros(1, 5), 0.0, 0.0, 0.0, 0.0, 0.0, []
+    for observation, estimate in zip(observations, estimates):
+        weight = level / most if most > 0 else 1.0
+        total = total * (1.0 - 1.0 / 1000) + weight
+        mean += weight * (estimate - mean) / total
+        command, state = averaged.step(torch.tensor([[observation]]), state, torch.tensor([[math.exp(estimate)]]))
+        assert float(command) == pytest.approx(observation * math.exp(mean), rel=1e-4)
+        level += (abs(observation * math.exp(mean) - last) - level) / window
+        most, last = max(most, level), observation * math.exp(mean)
+        means.append(mean)
+    assert mean < 1.3 and mean - means[13] < 0.05  # the plain mean: 1.7, and still moving
+    plain = AveragedGains(Gain(), 1000)
+    state = torch.zeros(1, 2)
+    for observation, estimate in zip(observations, estimates):
+        _, state = plain.step(torch.tensor([[observation]]), state, torch.tensor([[math.exp(estimate)]]))
+    assert float(state[0, 0]) == pytest.approx(np.mean(estimates), rel=1e-2)  # (earlier steps fade a little)
+
+
+def test_gain_excitation_needs_gain_average():
+    with pytest.raises(UserError, match="env.gain_excitation weighs the average of env.gain_average"):
+        load_config(
+            algo="ppo",
+            env_id=TANK,
+            overrides=[f"env.base_controller={PID}", "env.residual_mode=gains", "env.gain_excitation=32"],
+        )

@@ -58,6 +58,7 @@ def adapt_config(plant: str, controller: str, overrides: list[str], settings: Ad
         "env.gain_average": settings.average,
         "model.hidden_sizes": STUDENT_LAYERS,
         "env.gain_weights": str(settings.weights).lower(),
+        "env.gain_excitation": settings.excitation if settings.average else 0,
         "model.fallback_margin": settings.fallback_margin,
         "env.normalize_obs": "true",
         "env.backend": "sync",

@@ -29,7 +29,6 @@ from dataclasses import replace
 
 import numpy as np
 import torch
-from torch import nn
 
 from rlpilot.adapt.settings import AdaptSettings
 from rlpilot.adapt.teacher import TeacherTable
@@ -143,7 +142,7 @@ class DaggerTrainable:
             for start in range(0, len(order), size):
                 index = order[start : start + size]
                 out = actor(inputs[index])
-                loss = nn.functional.mse_loss(out[:, : self.gains], labels[index])
+                loss = self.regression_loss(out[:, : self.gains], labels[index])
                 self.optimizer.zero_grad(set_to_none=True)
                 (loss + self.weight_loss(out, labels[index]) if self.weighted else loss).backward()
                 self.optimizer.step()
@@ -158,6 +157,15 @@ class DaggerTrainable:
         for env in (self.inner.env, self.inner.eval_env):  # evaluation and the checkpoint read the same statistics
             set_obs_norm(env, self.obs_norm)
         return float(loss_sum) / len(order)
+
+    def regression_loss(self, estimate: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+        """The squared error, ``1 + adapt.caution`` times where the estimate overshoots the label away from the
+        robust controller (beyond it, on the far side from action 0, or across 0 from it)."""
+        error = (estimate - label).pow(2)
+        if self.settings.caution:
+            beyond = (estimate - label) * estimate.detach() > 0
+            error = error * (1.0 + self.settings.caution * beyond)
+        return error.mean()
 
     def passes(self, count: int):
         """The sample order of each pass of a regression over ``count`` samples: ``epochs`` permutations, or one draw

@@ -123,8 +123,9 @@ class Config:
                 "env.gain_average averages a gain schedule: set env.residual_mode=gains (with env.base_controller), "
                 "or env.gain_average=0"
             )
-        if self.env.gain_weights and not self.env.gain_average and self.kind == "control":
-            problems.append("env.gain_weights weighs the average of env.gain_average: set env.gain_average=STEPS too")
+        for name in ("gain_weights", "gain_excitation"):
+            if getattr(self.env, name) and not self.env.gain_average and self.kind == "control":
+                problems.append(f"env.{name} weighs the average of env.gain_average: set env.gain_average=STEPS too")
         if self.kind == "control" and (problem := self.env.gate_problem()):
             problems.append(problem)
         bad_layers = [

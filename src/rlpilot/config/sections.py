@@ -120,6 +120,12 @@ class EnvConfig:
     (:class:`rlpilot.envs.residual.AveragedGains`; ``gain_weights``: weighted by the policy). A schedule that
     estimates one plant from a noisy history (``rlpilot train adapt``'s student) acts on its estimates fused over
     the episode instead of retuning on every wiggle. Exported with the controller (its state). 0: off."""
+    gain_excitation: int = between(0, 0, 100_000)
+    """With ``gain_average``: each step's estimate weighs in the average as much as the plant was driven lately, the
+    mean change of the command over about this many steps, over the most it has been this episode (1 at the first
+    step). A settled plant tells little about itself: an estimate made then counts for little, and the gains learnt
+    from the last transient hold (adaptive control's freezing without persistent excitation). 0: every step
+    alike."""
     gain_weights: bool = False
     """With ``gain_average``: the policy gives each gain a weight too (two action columns per gain: the gains,
     then their weights ``10 ** (residual_scale * action)``), the average weighted by them. ``false``: every step

@@ -209,7 +209,13 @@ def residual_vector_env(vector_env: gym.vector.VectorEnv, env_cfg: EnvConfig) ->
             gains=env_cfg.residual_mode == "gains",
         )
         if env_cfg.residual_mode == "gains":
-            controller = averaged(controller, env_cfg.gain_average, weighted=env_cfg.gain_weights)
+            controller = averaged(
+                controller,
+                env_cfg.gain_average,
+                weighted=env_cfg.gain_weights,
+                excitation=env_cfg.gain_excitation,
+                action_size=int(np.prod(vector_env.single_action_space.shape)),
+            )
         appended = vector_env.appended if isinstance(vector_env, ObservationHistory) else 0
         law = ResidualLaw.from_config(env_cfg, controller, vector_env.single_observation_space, appended=appended)
         return ResidualVectorEnv(vector_env, controller, law, env_cfg.base_controller)

@@ -205,19 +205,26 @@ class AveragedGains(Controller):
     A schedule whose every step is a noisy estimate of one plant's gains (``rlpilot train adapt``'s student) then
     acts on its estimates fused over the episode: the plant is one plant for the whole episode.
 
+    ``excitation`` (``env.gain_excitation``, steps): each step's weight is also scaled by how much the plant was
+    driven lately, ``e / max(e)``: ``e`` the mean absolute change of the command between steps (all ``action_size``
+    columns summed), fading with that time constant, over its largest value this episode (1 at the first step). A
+    settled plant tells little about itself, so what was learnt from the last transient holds.
+
     A stateful controller of its own (the protocol's ``step``): its state is the wrapped controller's, then the
-    averaged log-gains, then the weight accumulated (one each per gain), zeros at an episode's start, so the residual
-    env resets it per env and ``rlpilot export`` carries it in the artifact's state like the PID's integral.
+    averaged log-gains, then the weight accumulated (one each per gain), then (``excitation``) the last command, ``e``
+    and its largest value, zeros at an episode's start, so the residual env resets it per env and ``rlpilot export``
+    carries it in the artifact's state like the PID's integral.
     Without a schedule (the base controller alone) it is ``controller``, its state left as it was."""
 
-    def __init__(self, controller, steps: int, *, weighted: bool = False):
+    def __init__(self, controller, steps: int, *, weighted: bool = False, excitation: int = 0, action_size: int = 1):
         super().__init__()
         self.controller, self.keep, self.weighted = controller, 1.0 - 1.0 / int(steps), bool(weighted)
+        self.excitation, self.action_size = int(excitation), int(action_size)
         self.gain_names = tuple(controller.gain_names)
         self.schedule_width = (2 if weighted else 1) * len(self.gain_names)
         """The schedule's columns: each gain, then (``weighted``) each gain's weight: the residual env's action box."""
         self.inner_size = int(getattr(controller, "state_size", 0))
-        self.state_size = self.inner_size + 2 * len(self.gain_names)
+        self.state_size = self.inner_size + 2 * len(self.gain_names) + (self.action_size + 2 if excitation else 0)
         for name in ("gate_index", "gate_signal"):  # what the residual gate reads, as the controller gives it
             if hasattr(controller, name):
                 setattr(self, name, getattr(controller, name))
@@ -225,9 +232,12 @@ class AveragedGains(Controller):
     def step(self, observation, state, gains=None):
         count = len(self.gain_names)
         inner, mean = state[:, : self.inner_size], state[:, self.inner_size : self.inner_size + count]
-        total = state[:, self.inner_size + count :]
+        total = state[:, self.inner_size + count : self.inner_size + 2 * count]
+        driven = state[:, self.inner_size + 2 * count :]  # (excitation) the last command, e, max e: none without
         if gains is not None:
             weight = gains[:, count:] if self.weighted else torch.ones_like(mean)
+            if self.excitation:
+                weight = weight * self._driven_share(driven)
             total = total * self.keep + weight
             mean = mean + weight * (gains[:, :count].log() - mean) / total
             gains = mean.exp()
@@ -235,7 +245,22 @@ class AveragedGains(Controller):
             action, inner = self.controller.step(observation, inner, gains)
         else:
             action = apply_controller(self.controller, observation, gains)
-        return action, torch.cat([inner, mean, total], dim=1)
+        if self.excitation:
+            driven = self._drive(driven, action)
+        return action, torch.cat([inner, mean, total, driven], dim=1)
+
+    def _driven_share(self, driven: torch.Tensor) -> torch.Tensor:
+        """``e / max(e)`` (module docstring), 1 before the plant has been driven at all; one column."""
+        level, most = driven[:, -2:-1], driven[:, -1:]
+        return torch.where(most > 0, level / most.clamp_min(1e-12), torch.ones_like(level))
+
+    def _drive(self, driven: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The excitation columns after the command ``action``: it, ``e`` updated with its change, and the max."""
+        last, level, most = driven[:, : self.action_size], driven[:, -2:-1], driven[:, -1:]
+        command = action.reshape(len(action), -1).to(driven.dtype)
+        change = (command - last).abs().sum(dim=1, keepdim=True)
+        level = level + (change - level) / self.excitation
+        return torch.cat([command, level, torch.maximum(most, level)], dim=1)
 
     def multipliers(self) -> torch.Tensor | None:
         """The multipliers the controller runs on now, per env and gain (``None`` before the first step)."""
@@ -255,9 +280,11 @@ def schedule_width(controller) -> int:
     return int(getattr(controller, "schedule_width", len(getattr(controller, "gain_names", ()))))
 
 
-def averaged(controller, steps: int, *, weighted: bool = False):
+def averaged(controller, steps: int, *, weighted: bool = False, excitation: int = 0, action_size: int = 1):
     """``controller`` under ``env.gain_average=steps`` (:class:`AveragedGains`); itself where ``steps`` is 0."""
-    return AveragedGains(controller, steps, weighted=weighted) if steps else controller
+    if not steps:
+        return controller
+    return AveragedGains(controller, steps, weighted=weighted, excitation=excitation, action_size=action_size)
 
 
 class ResidualVectorEnv(gym.vector.VectorWrapper):
