@@ -59,9 +59,10 @@ def test_train_adapt_writes_a_ppo_run_that_eval_and_export_read(adapt_run, capsy
     assert main(["eval", str(adapt_run), "--episodes", "2", "--trust-code"]) == 0
     assert main(["export", str(adapt_run), "--format", "onnx", "--trust-code"]) == 0
     signature = json.loads((adapt_run / "export" / "policy.onnx.json").read_text())
-    # the PID's 4 numbers of state, the 3 averaged gains and their accumulated weights, then 32 steps of
-    # [4 observed, 1 applied]
-    assert signature["inputs"][0]["shape"] == ["batch", 4] and signature["state"]["size"] == 4 + 3 + 3 + 32 * 5
+    # the PID's 4 numbers of state, the 3 averaged gains and their accumulated weights, the excitation's last
+    # command, level and most, then 32 steps of [4 observed, 1 applied]
+    state = 4 + 3 + 3 + 3 + 32 * 5
+    assert signature["inputs"][0]["shape"] == ["batch", 4] and signature["state"]["size"] == state
     assert signature["parity"]["max_abs_diff"] <= 1e-4
     assert main(["eval", str(adapt_run / "export" / "policy.onnx"), "--episodes", "2", "--trust-code"]) == 0
 

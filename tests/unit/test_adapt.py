@@ -96,7 +96,7 @@ def test_with_a_warmup_the_first_steps_of_every_episode_are_labelled_and_played_
         conditions={"a": {"gain": 31.0, "dead_time": 2}},
         labels={"a": [0.5, -0.5, 0.25]},
     )
-    settings = AdaptSettings(episodes=2, epochs=1, warmup=5)
+    settings = AdaptSettings(episodes=2, epochs=1, warmup=5, excitation=0)  # every step weighs alike
     config = adapt_config(TANK, PID, ["env.max_episode_steps=20", "train.eval_episodes=1"], settings)
     config.env.base_controller_kwargs = table.robust
     inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)

@@ -257,7 +257,7 @@ class AveragedGains(Controller):
     def _drive(self, driven: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The excitation columns after the command ``action``: it, ``e`` updated with its change, and the max."""
         last, level, most = driven[:, : self.action_size], driven[:, -2:-1], driven[:, -1:]
-        command = action.reshape(len(action), -1).to(driven.dtype)
+        command = action.flatten(1).to(driven.dtype)
         change = (command - last).abs().sum(dim=1, keepdim=True)
         level = level + (change - level) / self.excitation
         return torch.cat([command, level, torch.maximum(most, level)], dim=1)
