@@ -79,10 +79,11 @@ class AdaptSettings:
     robust controller (action 0): the loss weighs such an error ``1 + caution`` times. Where its history cannot yet
     tell plants apart, the student's estimate leans to the robust gains (an expectile, not the mean, of the labels
     it cannot separate); where it can, the label is still the minimum. An oracle sits near the edge of what its
-    plant tolerates (the arm's: a kd 1.2x the oracle's tracks 3x worse), so an estimate past it costs far more than
-    one short of it. On the arm (docs/adapt.md) 0, 3 and 10 took the student from 1.18x to 0.97x and 0.82x the robust
-    PD's error on sampled arms, and under a one-step delay from 6.0x to 3.3x and 2.1x the oracle's, at 1.6-2.0x,
-    1.8-2.0x and 2.3-2.4x the oracle on the other named arms. 0: plain mean squared error."""
+    plant tolerates (the delayed arm: gains 1.2x the robust PD's track 8.5x worse), so an estimate past it costs
+    more than one short. On the arm (docs/robot-arm.md), every step weighing alike, 0, 3 and 10 took the student from
+    1.18x to 1.05x and 0.84x the robust PD's error on sampled arms, and under a one-step delay from 6.0x to 4.3x
+    and 3.1x the oracle's, at 1.6-2.0x, 1.7-1.9x and 2.1-2.3x the oracle on the stiff named arms. 0: plain mean
+    squared error."""
     lr: float = positive(1e-3)
     """Adam's learning rate for the regression."""
     minibatch: int = between(256, 1, 1_000_000)
