@@ -195,6 +195,10 @@ class ResidualLaw:
         return text
 
 
+LEAST_SHARE = 1e-6
+"""The least weight ``env.gain_excitation`` gives a step: a settled plant's estimates count, barely."""
+
+
 class AveragedGains(Controller):
     """``controller`` run on an average of a gain schedule's multipliers (``env.gain_average``). ``weighted``
     (``env.gain_weights``): the schedule's action is two columns per gain, the gains (decades / ``residual_scale``,
@@ -250,9 +254,11 @@ class AveragedGains(Controller):
         return action, torch.cat([inner, mean, total, driven], dim=1)
 
     def _driven_share(self, driven: torch.Tensor) -> torch.Tensor:
-        """``e / max(e)`` (module docstring), 1 before the plant has been driven at all; one column."""
+        """``e / max(e)`` (module docstring), 1 before the plant has been driven at all, at least :data:`LEAST_SHARE`
+        (a plant at rest for ever never leaves the average without a weight); one column."""
         level, most = driven[:, -2:-1], driven[:, -1:]
-        return torch.where(most > 0, level / most.clamp_min(1e-12), torch.ones_like(level))
+        share = torch.where(most > 0, level / most.clamp_min(1e-12), torch.ones_like(level))
+        return share.clamp_min(LEAST_SHARE)
 
     def _drive(self, driven: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The excitation columns after the command ``action``: it, ``e`` updated with its change, and the max."""
