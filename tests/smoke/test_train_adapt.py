@@ -27,7 +27,7 @@ TINY = [
     f"adapt.{item}"
     for item in ("conditions=3", "tuning_episodes=1", "robust_episodes=2", "search=quick", "robust_search=quick")
 ]
-TINY += [f"adapt.{item}" for item in ("iterations=2", "episodes=1", "epochs=5")]
+TINY += [f"adapt.{item}" for item in ("iterations=2", "episodes=1", "epochs=5", "caution=10")]  # the arm's
 TINY += ["env.max_episode_steps=50", "train.eval_episodes=2"]
 FAR = {"gain": 300.0, "dead_time": 30}
 """Five times the declared gain range's top, a dead time 2.5 times its longest: a plant the student never saw."""
