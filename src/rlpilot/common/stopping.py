@@ -71,9 +71,15 @@ def _inside_an_import(frame) -> bool:
     return False
 
 
+_timers: list[threading.Timer] = []
+"""Signals sent again and not yet delivered: cancelled when the handlers are restored, else one would reach the
+default handler after a clean "interrupted" exit and kill the process (exit -15, not 143)."""
+
+
 def _send_again(signum: int) -> None:
     timer = threading.Timer(DEFER_S, os.kill, (os.getpid(), signum))
     timer.daemon = True
+    _timers.append(timer)
     timer.start()
 
 
@@ -113,5 +119,7 @@ def stop_on_signals(*, immediate: bool = False):
     try:
         yield flag
     finally:
+        while _timers:  # before the handlers go: a deferred signal was already recorded (request)
+            _timers.pop().cancel()
         for sig, old in previous.items():
             signal.signal(sig, old)
