@@ -21,6 +21,18 @@ pytestmark = pytest.mark.usefixtures("examples_on_path")
 TANK, PID = "heated_tank.plant:HeatedTank", "heated_tank.pid:TankPID"
 
 
+def built(table: TeacherTable, settings: AdaptSettings, overrides: list[str], *, horizon: int):
+    """A DAgger trainable on the heated tank for ``table`` (its robust arguments as the base), and its config."""
+    from rlpilot.adapt import adapt_config
+    from rlpilot.adapt.dagger import DaggerTrainable
+    from rlpilot.control.trainable import ControlTrainable
+
+    config = adapt_config(TANK, PID, overrides, settings)
+    config.env.base_controller_kwargs = table.robust
+    inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
+    return config, DaggerTrainable(config, inner, table=table, settings=settings, horizon=horizon)
+
+
 def test_a_label_turns_the_robust_gains_into_the_oracle_s():
     robust, oracle = {"kp": 0.1, "ki": 0.002, "kd": 0.0}, {"kp": 0.4, "ki": 0.0002, "kd": 0.3}
     kp, ki, kd = label(oracle, robust, ("kp", "ki", "kd"), scale=1.5)
@@ -51,10 +63,6 @@ def test_adapt_settings_are_read_and_checked():
 def test_dagger_labels_each_observation_with_the_teacher_s_action_for_its_env_s_true_plant():
     """Two plants of distinct labels, two envs each: every visited row carries the label of the plant its env
     really runs (the plant's own parameters, read from the env), whoever acted."""
-    from rlpilot.adapt import adapt_config
-    from rlpilot.adapt.dagger import DaggerTrainable
-    from rlpilot.control.trainable import ControlTrainable
-
     table = TeacherTable(
         "t",
         robust={"kp": 0.1, "ki": 0.002, "kd": 0.1},
@@ -63,10 +71,7 @@ def test_dagger_labels_each_observation_with_the_teacher_s_action_for_its_env_s_
     )
     settings = AdaptSettings(episodes=2, epochs=1)
     overrides = ["env.max_episode_steps=20", "env.obs_norm_frames=64", "train.eval_episodes=1"]
-    config = adapt_config(TANK, PID, overrides, settings)
-    config.env.base_controller_kwargs = table.robust
-    inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
-    dagger = DaggerTrainable(config, inner, table=table, settings=settings, horizon=30)
+    config, dagger = built(table, settings, overrides, horizon=30)
     try:
         played = dagger.rollout(1.0, seed=3)
         plants = [env.unwrapped.now for env in dagger.vector_env.unwrapped.envs]
@@ -77,7 +82,7 @@ def test_dagger_labels_each_observation_with_the_teacher_s_action_for_its_env_s_
         assert len(played["returns"]) == 4  # each env's 20-step episode ended once in 30 steps, and went on
         step = dagger.step()  # iteration 0: the teacher acts, the student learns, the normaliser is the data's
         assert step.frames == 120 and step.metrics["dagger/teacher_share"] == 1.0
-        assert torch.allclose(inner.state_dict()["obs_norm"]["loc"], dagger.obs_norm["loc"])
+        assert torch.allclose(dagger.inner.state_dict()["obs_norm"]["loc"], dagger.obs_norm["loc"])
         assert dagger.envelope is not None and dagger.envelope.armed == 1.0
     finally:
         dagger.close()
@@ -86,10 +91,6 @@ def test_dagger_labels_each_observation_with_the_teacher_s_action_for_its_env_s_
 def test_with_a_warmup_the_first_steps_of_every_episode_are_labelled_and_played_robust():
     """``adapt.warmup``: the robust controller (action 0) is the label, and the teacher's action, on each episode's
     first steps (before the history can tell the plant apart), the plant's oracle after them, episode after episode."""
-    from rlpilot.adapt import adapt_config
-    from rlpilot.adapt.dagger import DaggerTrainable
-    from rlpilot.control.trainable import ControlTrainable
-
     table = TeacherTable(
         "t",
         robust={"kp": 0.1, "ki": 0.002, "kd": 0.1},
@@ -97,10 +98,7 @@ def test_with_a_warmup_the_first_steps_of_every_episode_are_labelled_and_played_
         labels={"a": [0.5, -0.5, 0.25]},
     )
     settings = AdaptSettings(episodes=2, epochs=1, warmup=5, excitation=0)  # every step weighs alike
-    config = adapt_config(TANK, PID, ["env.max_episode_steps=20", "train.eval_episodes=1"], settings)
-    config.env.base_controller_kwargs = table.robust
-    inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
-    dagger = DaggerTrainable(config, inner, table=table, settings=settings, horizon=30)
+    config, dagger = built(table, settings, ["env.max_episode_steps=20", "train.eval_episodes=1"], horizon=30)
     try:
         rows = dagger.rollout(1.0, seed=3)["labels"].reshape(30, 2, 3)
         robust = [step for step in range(30) if step % 20 < 5]  # steps 0-4 of the first episode and of the second
@@ -120,20 +118,14 @@ def test_with_a_warmup_the_first_steps_of_every_episode_are_labelled_and_played_
 def test_with_samples_each_iteration_regresses_as_many_draws_however_much_data_it_has():
     """``adapt.samples``: each DAgger iteration's regression takes that many draws from all the data so far (a fixed
     cost an iteration); without it, ``epochs`` passes over all of it (a cost growing with the data)."""
-    from rlpilot.adapt import adapt_config
-    from rlpilot.adapt.dagger import DaggerTrainable
-    from rlpilot.control.trainable import ControlTrainable
-
     table = TeacherTable(
         "t", robust={"kp": 0.1, "ki": 0.002, "kd": 0.1}, conditions={"a": {}}, labels={"a": [0.5, -0.5, 0.25]}
     )
 
     def adam_steps(samples: int) -> list[int]:
         settings = AdaptSettings(episodes=2, epochs=1, minibatch=16, samples=samples)
-        config = adapt_config(TANK, PID, ["env.max_episode_steps=20", "train.eval_episodes=1"], settings)
-        config.env.base_controller_kwargs = table.robust
-        inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
-        dagger = DaggerTrainable(config, inner, table=table, settings=settings, horizon=40)  # 80 samples a step
+        overrides = ["env.max_episode_steps=20", "train.eval_episodes=1"]
+        _, dagger = built(table, settings, overrides, horizon=40)  # 80 samples a step
         try:
             counts = []
             for _ in range(3):
@@ -164,19 +156,12 @@ def test_under_gain_average_the_student_weighs_its_estimates_by_how_sure_it_is()
     inputs under many labels, so that no fit memorises it): the student's weight columns come out higher on the
     first (it may be sure there), and its gains fit the first. (The weights learn from the student's errors on
     its own training data: where it can memorise noise, they cannot tell.)"""
-    from rlpilot.adapt import adapt_config
-    from rlpilot.adapt.dagger import DaggerTrainable
-    from rlpilot.control.trainable import ControlTrainable
-
     table = TeacherTable("t", robust={"kp": 0.1, "ki": 0.002, "kd": 0.1}, conditions={"a": {}}, labels={"a": [0, 0, 0]})
     torch.manual_seed(0)
     settings = AdaptSettings(episodes=1, epochs=100, lr=3e-3)
     overrides = ["env.max_episode_steps=20", "env.obs_norm_frames=64", "train.eval_episodes=1"]
     overrides += ["env.gain_average=100", "env.gain_weights=true"]
-    config = adapt_config(TANK, PID, overrides, settings)
-    config.env.base_controller_kwargs = table.robust
-    inner = ControlTrainable(config, device=torch.device("cpu"), seed=0, state=None, event=lambda *a, **k: None)
-    dagger = DaggerTrainable(config, inner, table=table, settings=settings, horizon=20)
+    config, dagger = built(table, settings, overrides, horizon=20)
     try:
         generator = torch.Generator().manual_seed(0)
         inputs = torch.randn(4096, config.env.history * 5 + 4, generator=generator)
