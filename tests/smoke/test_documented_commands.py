@@ -205,8 +205,10 @@ ADAPT_SETS = [
     f"adapt.{item}"
     for item in ("conditions=1", "tuning_episodes=1", "robust_episodes=1", "search=quick", "robust_search=quick")
 ]
-ADAPT_SETS += ["adapt.iterations=1", "adapt.episodes=1", "adapt.epochs=1", "env.max_episode_steps=20"]
-"""``train adapt`` builds its own budget (no ``--frames``): one plant, one short episode, one DAgger iteration."""
+ADAPT_SETS += ["adapt.iterations=1", "adapt.episodes=1", "adapt.epochs=1", "adapt.samples=0"]
+ADAPT_SETS += ["env.max_episode_steps=20"]
+"""``train adapt`` builds its own budget (no ``--frames``): one plant, one short episode, one DAgger iteration of one
+pass (``adapt.samples=0``: a sample count the page sets would replace the one epoch)."""
 
 
 def _with_budget(argv: list[str], page: Page) -> list[str]:
