@@ -2,8 +2,10 @@
 
 References on the native env (1000 episodes, `rlpilot eval mpe2.simple_spread_v3 --controller ...`):
 random policy about -26, the hand-written heuristic about -6.7 (mean over agents of each one's summed
-reward). `make test` runs a short mappo run (400k frames, seed 0, ~30 s: seen -13); the whole presets
-(3M frames, ~3 min each) are `slow`; docs/multi-agent.md has the numbers on seeds 100-102.
+reward). Every run here is `slow` (`make test-all`): the short mappo run (400k frames, seed 0, ~30 s: seen -13)
+and the whole presets (3M frames, ~3 min each); docs/multi-agent.md has the numbers on seeds 100-102. `make test`
+keeps MAPPO's and IPPO's code paths: the presets' one-batch runs and the CLI (tests/smoke/test_multiagent.py) and
+their compiled updates against eager ones (tests/unit/test_compiled.py).
 """
 
 import pytest
@@ -14,6 +16,7 @@ from rlpilot.loop.trainer import train
 RANDOM = -26.0
 
 
+@pytest.mark.slow  # ~33 s of the 10-minute make test on this machine's AMD VM
 def test_mappo_short_run_learns_far_above_random(tmp_path):
     config = load_config("mappo-spread", overrides=["train.seed=0", "train.total_frames=400000"])
     run = train(config, run_root=str(tmp_path), show_progress=False)
@@ -31,7 +34,7 @@ def test_preset_approaches_the_heuristic(preset, tmp_path):
     assert run.metrics()[-1]["eval/landmarks_covered"] >= 0.6
 
 
-@pytest.mark.slow  # ~22 s; the spread short run above keeps MAPPO learning in make test
+@pytest.mark.slow  # ~22 s
 def test_mappo_navigation_short_run_beats_the_heuristic(tmp_path):
     pytest.importorskip("vmas")
     config = load_config("mappo-navigation", overrides=["train.seed=0", "train.total_frames=60000"])
