@@ -1,9 +1,10 @@
 """How an episode's first steps decide it, for a ``rlpilot train adapt`` run on one named plant of its table: the
 robust controller with every gain multiplied by ``M`` for the first ``K`` steps and by ``A`` after (each
-``--schedule M:K:A``), against the robust gains throughout, on the same evaluation episodes; and the multipliers
-the run's student itself reaches (averaged as the run averages them) at a few early steps. On the arm under a
-one-step delay this shows why the student fails there: its first estimates, made before the history shows the
-delay, raise the gains, and a few such steps leave an oscillation the robust gains do not damp.
+``--schedule M:K:A``; ``M`` or ``A`` may give one multiplier per gain, ``7.3/3.1``), against the robust gains
+throughout, on the same evaluation episodes; and the multipliers the run's student itself reaches (averaged as the
+run averages them) at a few early steps. On the arm under a one-step delay this shows why the student fails there:
+its first estimates, made before the history shows the delay, raise the gains, and a few such steps leave an
+oscillation the robust gains do not damp.
 
     python benchmarks/adapt_excitation.py runs/adapt-arm --plant delay --schedule 2.82:5:1 --schedule 1.41:15:1 \\
         --episodes 20 --out benchmarks/results/adapt_excitation-arm-2026-12-06.txt
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -33,8 +33,9 @@ EARLY = (1, 5, 15, 40)
 """After how many steps the student's averaged multipliers are shown."""
 
 
-def held(policy, condition: dict, schedule: tuple[float, int, float], episodes: int, seed: int) -> np.ndarray:
-    """Per episode, the tracking error of the robust gains times ``M`` for ``K`` steps, then times ``A``."""
+def held(policy, condition: dict, schedule: tuple, episodes: int, seed: int) -> np.ndarray:
+    """Per episode, the tracking error of the robust gains times ``M`` for ``K`` steps, then times ``A`` (each a
+    multiplier for every gain, or a tuple of one per gain)."""
     multiplier, steps, after = schedule
     config = replace(policy.env_config, gain_average=1, gain_weights=False, condition=condition)  # each step's own
     scale = float(config.residual_scale)
@@ -45,7 +46,8 @@ def held(policy, condition: dict, schedule: tuple[float, int, float], episodes: 
     def act(observation: torch.Tensor) -> torch.Tensor:
         value = multiplier if step[0] < steps else after
         step[0] += 1
-        return torch.full((observation.shape[0], width), math.log10(value) / scale)
+        values = torch.tensor(value if isinstance(value, tuple) else (value,) * width, dtype=torch.float32)
+        return (values.log10() / scale).expand(observation.shape[0], width)
 
     result = evaluate(env, act, episodes=episodes, seed=seed)
     env.close()
@@ -76,9 +78,18 @@ def student_multipliers(policy, condition: dict, episodes: int, seed: int) -> tu
     return np.asarray(result.per_episode()["tracking_error"], dtype=np.float64), seen
 
 
-def parse(text: str) -> tuple[float, int, float]:
+def _multiplier(text: str) -> float | tuple[float, ...]:
+    values = tuple(float(part) for part in text.split("/"))
+    return values[0] if len(values) == 1 else values
+
+
+def _shown(value: float | tuple[float, ...]) -> str:
+    return "/".join(f"{x:g}" for x in value) if isinstance(value, tuple) else f"{value:g}"
+
+
+def parse(text: str) -> tuple:
     multiplier, steps, after = text.split(":")
-    return float(multiplier), int(steps), float(after)
+    return _multiplier(multiplier), int(steps), _multiplier(after)
 
 
 def main() -> None:
@@ -103,7 +114,7 @@ def main() -> None:
     rows = {"robust throughout": held(policy, condition, (1.0, 0, 1.0), args.episodes, args.seed)}
     for schedule in args.schedule:
         multiplier, steps, after = schedule
-        rows[f"{multiplier:g}x for {steps} steps, then {after:g}x"] = held(
+        rows[f"{_shown(multiplier)}x for {steps} steps, then {_shown(after)}x"] = held(
             policy, condition, schedule, args.episodes, args.seed
         )
     errors, seen = student_multipliers(policy, condition, args.episodes, args.seed)

@@ -1,0 +1,92 @@
+"""What the first steps of an episode cost a controller that does not know the plant yet: a bound on every history
+policy of a ``rlpilot train adapt`` run, measured on the named plants of its teacher table.
+
+A history policy (the DAgger student, or RL on it) sees nothing of the plant before its first action: at step 0 it
+takes the same gains on every plant. Each candidate here is that first choice, the robust gains times ``M`` for the
+first ``--steps`` steps, followed on each plant by that plant's oracle gains (the teacher's, as if the plant were
+identified perfectly and at once). Its tracking error on a plant, over the error of the oracle gains throughout,
+is the least ratio to the oracle any such controller can reach there with that first choice; the worst plant's
+ratio, minimised over the candidates, bounds what "within X of the oracle on every named plant" can mean.
+
+    python benchmarks/adapt_first_step.py runs/adapt-arm --multiplier 1 --multiplier 2 --multiplier 3 \\
+        --multiplier 5 --episodes 100 --out benchmarks/results/adapt_first_step-arm-DATE.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stamp  # noqa: E402
+from adapt_excitation import held  # noqa: E402
+
+from rlpilot.play.episodes import playable  # noqa: E402
+from rlpilot.stats import paired_ratio  # noqa: E402
+
+
+def oracle_multipliers(table: dict, plant: str, scale: float) -> tuple[float, ...]:
+    """The plant's oracle gains over the robust ones, as the teacher's label reaches them (within its clip)."""
+    return tuple(float(10 ** (value * scale)) for value in table["labels"][plant])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--multiplier", action="append", type=float, default=[], help="a first choice: every gain x M")
+    parser.add_argument("--steps", type=int, default=1, help="how many steps the first choice holds")
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=10_000)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    head = stamp.header()
+    table = json.loads((args.run / "teacher.json").read_text())
+    policy = playable(args.run)
+    scale = float(policy.env_config.residual_scale)
+    plants = [name for name in table["conditions"] if not name.startswith("drawn-")]
+    oracle = {plant: oracle_multipliers(table, plant, scale) for plant in plants}
+    candidates: dict[str, float | tuple[float, ...]] = {f"x{m:g}": m for m in sorted(set([1.0, *args.multiplier]))}
+    candidates |= {f"{plant}'s oracle": oracle[plant] for plant in plants}
+
+    def play(plant: str, first, steps: int) -> np.ndarray:
+        return held(policy, table["conditions"][plant], (first, steps, oracle[plant]), args.episodes, args.seed)
+
+    reference = {plant: play(plant, oracle[plant], 0) for plant in plants}
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for label, first in candidates.items():
+        ratios[label] = {}
+        for plant in plants:
+            ratios[label][plant] = [float(x) for x in paired_ratio(play(plant, first, args.steps), reference[plant])]
+    worst = {label: max(row.values(), key=lambda r: r[0]) for label, row in ratios.items()}
+    best = min(worst, key=lambda label: worst[label][0])
+    lines = [
+        f"Run `{args.run}`: the first {args.steps} step(s) at the robust gains x M, then each plant's oracle gains; "
+        f"{args.episodes} episodes a cell from seed {args.seed}. Each cell: tracking error over the plant's oracle "
+        "gains held throughout on the same episodes [paired 95% interval].",
+        "",
+        "| first choice | " + " | ".join(plants) + " | worst |",
+        "|---|" + "---|" * (len(plants) + 1),
+    ]
+    for label, row in ratios.items():
+        cells = [f"{r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]" for r in row.values()]
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {worst[label][0]:.2f} |")
+    lines += [
+        "",
+        "Oracle multipliers (of the robust gains, per gain): "
+        + "; ".join(f"{p} {'/'.join(f'{x:.2f}' for x in oracle[p])}" for p in plants),
+        f"The best first choice here, {best}, leaves {worst[best][0]:.2f}x the oracle on its worst plant: no "
+        "controller that starts without knowing the plant tracks closer on every one of them.",
+    ]
+    print("\n".join(lines))
+    if args.out:
+        data = {"run": str(args.run), "steps": args.steps, "episodes": args.episodes, "seed": args.seed}
+        data.update(oracle=oracle, ratios=ratios, best=best)
+        stamp.write_result(args.out, head, lines, data)
+
+
+if __name__ == "__main__":
+    main()
