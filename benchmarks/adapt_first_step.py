@@ -34,6 +34,31 @@ def oracle_multipliers(table: dict, plant: str, scale: float) -> tuple[float, ..
     return tuple(float(10 ** (value * scale)) for value in table["labels"][plant])
 
 
+def measure(run: Path, multipliers: list[float], steps: int, episodes: int, seed: int) -> dict:
+    """``oracle`` (each named plant's multipliers), ``ratios`` (candidate -> plant -> [ratio, low, high]) and
+    ``best`` (the candidate whose worst plant's ratio is least)."""
+    table = json.loads((run / "teacher.json").read_text())
+    policy = playable(run)
+    scale = float(policy.env_config.residual_scale)
+    plants = [name for name in table["conditions"] if not name.startswith("drawn-")]
+    oracle = {plant: oracle_multipliers(table, plant, scale) for plant in plants}
+    candidates: dict[str, float | tuple[float, ...]] = {f"x{m:g}": m for m in sorted({1.0, *multipliers})}
+    candidates |= {f"{plant}'s oracle": oracle[plant] for plant in plants}
+
+    def play(plant: str, first, steps: int) -> np.ndarray:
+        return held(policy, table["conditions"][plant], (first, steps, oracle[plant]), episodes, seed)
+
+    reference = {plant: play(plant, oracle[plant], 0) for plant in plants}
+    ratios = {
+        label: {
+            plant: [float(x) for x in paired_ratio(play(plant, first, steps), reference[plant])] for plant in plants
+        }
+        for label, first in candidates.items()
+    }
+    best = min(ratios, key=lambda label: max(r[0] for r in ratios[label].values()))
+    return {"oracle": oracle, "ratios": ratios, "best": best}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path)
@@ -44,25 +69,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     head = stamp.header()
-    table = json.loads((args.run / "teacher.json").read_text())
-    policy = playable(args.run)
-    scale = float(policy.env_config.residual_scale)
-    plants = [name for name in table["conditions"] if not name.startswith("drawn-")]
-    oracle = {plant: oracle_multipliers(table, plant, scale) for plant in plants}
-    candidates: dict[str, float | tuple[float, ...]] = {f"x{m:g}": m for m in sorted(set([1.0, *args.multiplier]))}
-    candidates |= {f"{plant}'s oracle": oracle[plant] for plant in plants}
-
-    def play(plant: str, first, steps: int) -> np.ndarray:
-        return held(policy, table["conditions"][plant], (first, steps, oracle[plant]), args.episodes, args.seed)
-
-    reference = {plant: play(plant, oracle[plant], 0) for plant in plants}
-    ratios: dict[str, dict[str, list[float]]] = {}
-    for label, first in candidates.items():
-        ratios[label] = {}
-        for plant in plants:
-            ratios[label][plant] = [float(x) for x in paired_ratio(play(plant, first, args.steps), reference[plant])]
+    found = measure(args.run, args.multiplier, args.steps, args.episodes, args.seed)
+    oracle, ratios, best = found["oracle"], found["ratios"], found["best"]
+    plants = list(oracle)
     worst = {label: max(row.values(), key=lambda r: r[0]) for label, row in ratios.items()}
-    best = min(worst, key=lambda label: worst[label][0])
     lines = [
         f"Run `{args.run}`: the first {args.steps} step(s) at the robust gains x M, then each plant's oracle gains; "
         f"{args.episodes} episodes a cell from seed {args.seed}. Each cell: tracking error over the plant's oracle "

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import results_compare  # noqa: E402  (the compare answers' blocks and figures)
 import results_figures  # noqa: E402  (the figures of the result files)
 import results_locomotion  # noqa: E402  (the MuJoCo locomotion presets against the published scores)
+import results_adapt  # noqa: E402  (what the first step costs a history policy: docs/adapt.md)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -1273,7 +1274,7 @@ def tables() -> dict[str, str]:
         source = newest(pattern)
         if source is not None:
             found[name] = table(source)
-    return {**found, **results_compare.tables(), **results_locomotion.tables()}
+    return {**found, **results_compare.tables(), **results_locomotion.tables(), **results_adapt.tables()}
 
 
 def render(text: str, generated: dict[str, str]) -> str:

@@ -115,6 +115,33 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     assert "needs a plant and your controller" in capsys.readouterr().err
 
 
+def test_adapt_first_step_bounds_a_schedule_by_its_first_gains(adapt_run):
+    """benchmarks/adapt_first_step.py on the tiny run: each plant's own oracle from step 0 is its reference (1.00
+    exactly, the same episodes); per-gain multipliers are the teacher's labels; the best candidate is the one whose
+    worst plant is least; a tuple of ones held is the robust controller."""
+    from tests.benchmark_loader import BENCHMARKS, load_benchmark
+
+    from rlpilot.play.episodes import playable
+
+    script = load_benchmark(BENCHMARKS / "adapt_first_step.py")
+    found = script.measure(adapt_run, [3.0], steps=1, episodes=2, seed=10_000)
+    plants = ["nominal", "slow", "fast-dead-time"]
+    assert list(found["oracle"]) == plants and list(found["ratios"]) == ["x1", "x3", *(f"{p}'s oracle" for p in plants)]
+    for plant in plants:
+        assert found["ratios"][f"{plant}'s oracle"][plant][0] == pytest.approx(1.0)
+    worst = {label: max(r[0] for r in row.values()) for label, row in found["ratios"].items()}
+    assert worst[found["best"]] == min(worst.values())
+    teacher = json.loads((adapt_run / "teacher.json").read_text())
+    scale = yaml.safe_load((adapt_run / "config.yaml").read_text())["env"]["residual_scale"]
+    assert found["oracle"]["slow"] == pytest.approx([10 ** (x * scale) for x in teacher["labels"]["slow"]])
+    excitation = load_benchmark(BENCHMARKS / "adapt_excitation.py")
+    policy, condition = playable(adapt_run), teacher["conditions"]["slow"]
+    np.testing.assert_allclose(
+        excitation.held(policy, condition, ((1.0, 1.0, 1.0), 0, (1.0, 1.0, 1.0)), episodes=2, seed=10_000),
+        excitation.held(policy, condition, (1.0, 0, 1.0), episodes=2, seed=10_000),
+    )
+
+
 def test_adapt_students_reads_a_run_and_its_teacher(adapt_run, tmp_path):
     """benchmarks/adapt_students.py on the tiny run: a row per named plant of its table; the teacher against an
     answer whose fine oracles are the teacher's own is 1.00 on every plant."""
