@@ -17,9 +17,11 @@ TESTS = Path(__file__).resolve().parents[1]
 
 COVERED_BY = {
     "unit/test_compiled.py::test_the_program_steps_adam_as_the_library_does[sac-pendulum]":
-        "unit/test_compiled.py::test_the_program_steps_adam_as_the_library_does",  # the same Adam step, PPO's program
+        "unit/test_compiled.py::test_the_program_steps_adam_as_the_library_does",  # the same Adam step, DQN's program
     "unit/test_compiled.py::test_the_program_steps_adam_as_the_library_does[td3-pendulum]":
         "unit/test_compiled.py::test_the_program_steps_adam_as_the_library_does",
+    "unit/test_compiled.py::test_the_program_steps_adam_as_the_library_does[ppo-pendulum]":
+        "unit/test_compiled.py::test_the_program_steps_adam_as_the_library_does",  # DQN's program: the same step
     "smoke/test_residual.py::test_residual_run_exports_base_plus_residual_and_plays_the_same":
         "smoke/test_documented_commands.py::test_the_pages_commands_run_as_the_page_says",  # robot-arm.md exports it
     "smoke/test_residual.py::test_a_pid_gain_schedule_exports_with_its_integral_as_state_and_plays_the_same":
