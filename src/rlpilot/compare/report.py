@@ -195,7 +195,7 @@ def ratio_chart(summary: dict, path: Path, bar: float) -> Path:
                 y.append(ratio)
                 low.append(ratio - lo if math.isfinite(lo) else 0.0)
                 high.append(hi - ratio if math.isfinite(hi) else 0.0)
-        ax.bar(x, y, width=width, label=row, yerr=[low, high], capsize=2)
+        ax.bar(x, y, width=width, label=row, yerr=[low, high], capsize=2, color=row_colors(len(rows))[k])
     heights = [patch.get_height() for patch in ax.patches if patch.get_height() > 0]
     if heights and max(heights) / min(heights) > 20:  # one runaway row (a delayed PD at 100x) would flatten the rest
         ax.set_yscale("log")
@@ -207,26 +207,41 @@ def ratio_chart(summary: dict, path: Path, bar: float) -> Path:
     return finish_figure(fig, ax, path, xlabel="condition", ylabel=ylabel, title="Error against the oracle")
 
 
+def row_colors(count: int) -> list:
+    """One colour per row, all distinct: matplotlib's ten-colour cycle repeats from the eleventh row (compare's
+    arm table has twelve), so more rows take the twenty of ``tab20``."""
+    from matplotlib import colormaps
+
+    palette = colormaps["tab10" if count <= 10 else "tab20"]
+    return [palette(k % palette.N) for k in range(count)]
+
+
 def trace_chart(label: str, rows: dict[str, EvalResult], names: tuple[str, ...], path: Path) -> Path | None:
     """The first evaluation episode of each row under condition ``label``: each traced entry on its own axes, step
-    by step."""
+    by step, on a log scale where one row runs 20x above another's peak (a delayed PD's oscillation would flatten
+    the rest), the legend beside the axes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     traced = {row: result for row, result in rows.items() if all(name in result.trace for name in names)}
     if not traced:
         return None
-    fig = Figure(figsize=(7, 1.2 + 1.6 * len(names)), dpi=120)
+    fig = Figure(figsize=(8.5, 1.2 + 1.6 * len(names)), dpi=120)
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
+    colors = row_colors(len(traced))
     for ax, name in zip(axes, names):
-        for row, result in traced.items():
+        peaks = []
+        for color, (row, result) in zip(colors, traced.items()):
             steps = int(result.lengths[0])
-            ax.plot(np.arange(steps), result.trace[name][:steps, 0], linewidth=1.0, label=row)
+            values = result.trace[name][:steps, 0]
+            ax.plot(np.arange(steps), values, linewidth=1.0, label=row, color=color)
+            peaks.append(float(np.max(np.abs(values))) if steps else 0.0)
+        positive = [peak for peak in peaks if peak > 0]
+        if positive and max(positive) / min(positive) > 20 and all(np.all(r.trace[name] > 0) for r in traced.values()):
+            ax.set_yscale("log")
         ax.set_ylabel(name, fontsize=8)
         ax.grid(alpha=0.3)
-    for ax in axes[:-1]:
-        ax.legend(loc="best", fontsize=7)
     return _finish(fig, axes, path, f"One evaluation episode, {label}")
 
 
@@ -235,7 +250,7 @@ def _finish(fig, axes, path: Path, title: str) -> Path:
 
     axes[0].set_title(title)
     axes[-1].set_xlabel("step")
-    axes[-1].legend(loc="best", fontsize=7)
+    axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
