@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_adapt  # noqa: E402  (what the first step costs a history policy: docs/adapt.md)
 import results_compare  # noqa: E402  (the compare answers' blocks and figures)
 import results_figures  # noqa: E402  (the figures of the result files)
 import results_locomotion  # noqa: E402  (the MuJoCo locomotion presets against the published scores)
-import results_adapt  # noqa: E402  (what the first step costs a history policy: docs/adapt.md)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

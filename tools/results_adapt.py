@@ -40,9 +40,10 @@ def first_step_table() -> str | None:
             f"| {label} | {data['steps']} | {robust[0]:.2f} ({robust_plant}) | {best} | "
             f"{worst[0]:.2f} [{worst[1]:.2f}, {worst[2]:.2f}] | {', '.join(binding)} |"
         )
+        shown = Path(path).relative_to(results_figures.ROOT).with_suffix(".txt")
         sources.append(
-            f"`{Path(path).relative_to(results_figures.ROOT).with_suffix('.txt')}` ({data['episodes']} episodes a cell, "
-            f"commit {_stamp(data, 'commit')[:12]}, {_stamp(data, 'cpu')}; command: `{_stamp(data, 'command')}`)"
+            f"`{shown}` ({data['episodes']} episodes a cell, commit {_stamp(data, 'commit')[:12]}, "
+            f"{_stamp(data, 'cpu')}; command: `{_stamp(data, 'command')}`)"
         )
     if not rows:
         return None
