@@ -43,11 +43,16 @@ def held(policy, condition: dict, schedule: tuple, episodes: int, seed: int) -> 
     width = env.base_env.vector_env.single_action_space.shape[0]
     step = [0]
 
+    def action(value) -> torch.Tensor:
+        values = value if isinstance(value, tuple) else (value,) * width
+        return torch.tensor(values, dtype=torch.float32).log10() / scale
+
+    first, then = action(multiplier), action(after)
+
     def act(observation: torch.Tensor) -> torch.Tensor:
-        value = multiplier if step[0] < steps else after
+        value = first if step[0] < steps else then
         step[0] += 1
-        values = torch.tensor(value if isinstance(value, tuple) else (value,) * width, dtype=torch.float32)
-        return (values.log10() / scale).expand(observation.shape[0], width)
+        return value.expand(observation.shape[0], width)
 
     result = evaluate(env, act, episodes=episodes, seed=seed)
     env.close()

@@ -20,18 +20,21 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
 from adapt_excitation import held  # noqa: E402
 
+from rlpilot.adapt.teacher import named_plants  # noqa: E402
+from rlpilot.envs.residual import gain_multipliers  # noqa: E402
 from rlpilot.play.episodes import playable  # noqa: E402
 from rlpilot.stats import paired_ratio  # noqa: E402
 
 
 def oracle_multipliers(table: dict, plant: str, scale: float) -> tuple[float, ...]:
     """The plant's oracle gains over the robust ones, as the teacher's label reaches them (within its clip)."""
-    return tuple(float(10 ** (value * scale)) for value in table["labels"][plant])
+    return tuple(gain_multipliers(torch.tensor(table["labels"][plant], dtype=torch.float64), scale).tolist())
 
 
 def measure(run: Path, multipliers: list[float], steps: int, episodes: int, seed: int) -> dict:
@@ -40,7 +43,7 @@ def measure(run: Path, multipliers: list[float], steps: int, episodes: int, seed
     table = json.loads((run / "teacher.json").read_text())
     policy = playable(run)
     scale = float(policy.env_config.residual_scale)
-    plants = [name for name in table["conditions"] if not name.startswith("drawn-")]
+    plants = named_plants(table["conditions"])
     oracle = {plant: oracle_multipliers(table, plant, scale) for plant in plants}
     candidates: dict[str, float | tuple[float, ...]] = {f"x{m:g}": m for m in sorted({1.0, *multipliers})}
     candidates |= {f"{plant}'s oracle": oracle[plant] for plant in plants}

@@ -23,13 +23,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
 
+from rlpilot.adapt.teacher import named_plants  # noqa: E402
 from rlpilot.control.evaluate import evaluate  # noqa: E402
 from rlpilot.play.episodes import playable  # noqa: E402
 
 
 def student_rows(run: Path, episodes: int, seed: int) -> list[dict]:
     teacher = json.loads((run / "teacher.json").read_text())
-    named = [name for name in teacher["conditions"] if not name.startswith("drawn-")]
+    named = named_plants(teacher["conditions"])
     policy = playable(run)
     rows = []
     for name in named:
@@ -75,8 +76,9 @@ def teacher_rows(run: Path, answer: Path, episodes: int, seed: int) -> list[str]
     moves = " | ".join(f"{g} {d}" for g in teacher["robust"] for d in ("-", "+"))
     lines = [f"| plant | teacher / fine oracle | {moves} |"]
     lines.append("|---" * (2 + 2 * len(teacher["robust"])) + "|")
-    for name, condition in teacher["conditions"].items():
-        if name.startswith("drawn-") or f"oracle/{name}" not in fine:
+    for name in named_plants(teacher["conditions"]):
+        condition = teacher["conditions"][name]
+        if f"oracle/{name}" not in fine:
             continue
         plant = EnvConfig(id=config.id, kwargs=config.kwargs, condition=dict(condition))
         oracle = teacher["oracles"][name]

@@ -22,6 +22,7 @@ import results_adapt  # noqa: E402  (what the first step costs a history policy:
 import results_compare  # noqa: E402  (the compare answers' blocks and figures)
 import results_figures  # noqa: E402  (the figures of the result files)
 import results_locomotion  # noqa: E402  (the MuJoCo locomotion presets against the published scores)
+from result_stamps import stamp_value  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -37,13 +38,6 @@ ARM_NAMES = {
 def newest(pattern: str) -> Path | None:
     found = sorted(RESULTS.glob(pattern))
     return found[-1] if found else None
-
-
-def stamp_value(stamp: list[str], key: str) -> str:
-    for line in stamp:
-        if line.startswith(f"# {key}:"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 def shown(path: Path) -> Path:

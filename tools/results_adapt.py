@@ -8,15 +8,9 @@ import json
 from pathlib import Path
 
 import results_figures  # the newest result file of a pattern
+from result_stamps import stamp_value
 
 PLANTS = {"arm": "the arm (`rlpilot/ReacherTrack-v0`)", "dc-motor": "the DC motor", "tank": "the heated tank"}
-
-
-def _stamp(data: dict, key: str) -> str:
-    for line in data["stamp"]:
-        if line.startswith(f"# {key}:"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 def _worst(row: dict[str, list[float]]) -> tuple[str, list[float]]:
@@ -41,9 +35,9 @@ def first_step_table() -> str | None:
             f"{worst[0]:.2f} [{worst[1]:.2f}, {worst[2]:.2f}] | {', '.join(binding)} |"
         )
         shown = Path(path).relative_to(results_figures.ROOT).with_suffix(".txt")
+        commit, cpu, command = (stamp_value(data["stamp"], key) for key in ("commit", "cpu", "command"))
         sources.append(
-            f"`{shown}` ({data['episodes']} episodes a cell, commit {_stamp(data, 'commit')[:12]}, "
-            f"{_stamp(data, 'cpu')}; command: `{_stamp(data, 'command')}`)"
+            f"`{shown}` ({data['episodes']} episodes a cell, commit {commit[:12]}, {cpu}; command: `{command}`)"
         )
     if not rows:
         return None

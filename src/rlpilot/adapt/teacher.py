@@ -22,6 +22,8 @@ from rlpilot.common.files import atomic_write, dumps, read_json
 from rlpilot.conditions import Declared
 
 TABLE_FILE = "teacher.json"
+DRAWN = "drawn-"
+"""The prefix of a condition drawn from the declared ranges (``drawn-7``); the others are the plant's named ones."""
 
 
 def draw_conditions(declared: Declared, count: int, seed: int) -> dict[str, dict]:
@@ -34,8 +36,13 @@ def draw_conditions(declared: Declared, count: int, seed: int) -> dict[str, dict
         drawn = {}
         for name, (low, high) in declared.ranges.items():
             drawn[name] = int(rng.integers(low, high + 1)) if declared.integer(name) else float(rng.uniform(low, high))
-        table[f"drawn-{len(table)}"] = drawn
+        table[f"{DRAWN}{len(table)}"] = drawn
     return table
+
+
+def named_plants(conditions: dict) -> list[str]:
+    """The named conditions of a table's ``conditions`` (label -> values), in its order: not the drawn ones."""
+    return [name for name in conditions if not name.startswith(DRAWN)]
 
 
 def label(oracle: dict, robust: dict, gain_names: tuple[str, ...], scale: float) -> list[float]:

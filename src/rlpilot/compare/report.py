@@ -185,6 +185,7 @@ def ratio_chart(summary: dict, path: Path, bar: float) -> Path:
         rows += [row for row in summary["conditions"][label]["cells"] if row != ORACLE and row not in rows]
     fig, ax = new_axes(height=3.6)
     width = 0.8 / max(len(rows), 1)
+    colors = row_colors(len(rows))
     for k, row in enumerate(rows):
         x, y, low, high = [], [], [], []
         for i, label in enumerate(conditions):
@@ -195,9 +196,8 @@ def ratio_chart(summary: dict, path: Path, bar: float) -> Path:
                 y.append(ratio)
                 low.append(ratio - lo if math.isfinite(lo) else 0.0)
                 high.append(hi - ratio if math.isfinite(hi) else 0.0)
-        ax.bar(x, y, width=width, label=row, yerr=[low, high], capsize=2, color=row_colors(len(rows))[k])
-    heights = [patch.get_height() for patch in ax.patches if patch.get_height() > 0]
-    if heights and max(heights) / min(heights) > 20:  # one runaway row (a delayed PD at 100x) would flatten the rest
+        ax.bar(x, y, width=width, label=row, yerr=[low, high], capsize=2, color=colors[k])
+    if runaway([patch.get_height() for patch in ax.patches]):  # a delayed PD at 100x would flatten the rest
         ax.set_yscale("log")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.axhline(bar, color="tab:red", linewidth=0.8, linestyle="--", label=f"bar {bar:g}x")
@@ -205,6 +205,13 @@ def ratio_chart(summary: dict, path: Path, bar: float) -> Path:
     ax.set_xticklabels(conditions, rotation=20, fontsize=8)
     ylabel = "error / oracle's" + (" (log scale)" if ax.get_yscale() == "log" else "")
     return finish_figure(fig, ax, path, xlabel="condition", ylabel=ylabel, title="Error against the oracle")
+
+
+def runaway(peaks: list[float], factor: float = 20.0) -> bool:
+    """Whether the largest of the positive ``peaks`` is over ``factor`` times the smallest: a chart of them reads on a
+    log scale (one runaway row would flatten the rest)."""
+    positive = [peak for peak in peaks if peak > 0]
+    return bool(positive) and max(positive) / min(positive) > factor
 
 
 def row_colors(count: int) -> list:
@@ -231,14 +238,13 @@ def trace_chart(label: str, rows: dict[str, EvalResult], names: tuple[str, ...],
     axes = fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
     colors = row_colors(len(traced))
     for ax, name in zip(axes, names):
-        peaks = []
+        lows, peaks = [], []
         for color, (row, result) in zip(colors, traced.items()):
-            steps = int(result.lengths[0])
-            values = result.trace[name][:steps, 0]
-            ax.plot(np.arange(steps), values, linewidth=1.0, label=row, color=color)
-            peaks.append(float(np.max(np.abs(values))) if steps else 0.0)
-        positive = [peak for peak in peaks if peak > 0]
-        if positive and max(positive) / min(positive) > 20 and all(np.all(r.trace[name] > 0) for r in traced.values()):
+            values = result.trace[name][: int(result.lengths[0]), 0]
+            ax.plot(np.arange(len(values)), values, linewidth=1.0, label=row, color=color)
+            lows.append(float(values.min()) if len(values) else 0.0)
+            peaks.append(float(values.max()) if len(values) else 0.0)
+        if min(lows) > 0 and runaway(peaks):
             ax.set_yscale("log")
         ax.set_ylabel(name, fontsize=8)
         ax.grid(alpha=0.3)
