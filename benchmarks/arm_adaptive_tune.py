@@ -40,7 +40,7 @@ from stamp import ROOT, footer, header  # noqa: E402
 from rlpilot.envs.arm.adaptive import ADAPTIVE_GAINS_2026_12_03, TrackAdaptivePD  # noqa: E402
 
 TRAINING_ARM = {"randomize": "all", "randomize_prob": 0.5}
-"""The RL students' training distribution (ppo-reacher-track-adaptive, -teacher): tuned where they learn."""
+"""The RL students' training distribution (ppo-reacher-track-history, -teacher): tuned where they learn."""
 RATIO_CONDITIONS = {**CONDITIONS, "random": ROBUST}
 """The comparison's conditions (benchmarks/robot_arm_track.py's EVALUATION), on tuning episodes."""
 ORACLE_OF = {"random": "robust"}  # the randomised arm's oracle is the PD tuned on it (robot_arm_track.ORACLE_OF)

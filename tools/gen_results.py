@@ -661,8 +661,15 @@ def robot_arm_track_table(path: Path) -> str:
     )
 
 
+RENAMED_PRESETS = {"(ppo-reacher-track-adaptive)": "(ppo-reacher-track-history)"}
+"""Presets renamed since their result files were written (the files' group names keep the old one): the end-to-end
+PPO history student's name went to the preset of ``train adapt``."""
+
+
 def track_label(name: str, row: dict) -> str:
-    """A robot_arm_track row's name, with its number of runs for an RL group."""
+    """A robot_arm_track row's name (under its preset's present name), with its number of runs for an RL group."""
+    for old, new in RENAMED_PRESETS.items():
+        name = name.replace(old, new)
     return f"{name} ({row['runs']} runs, IQM)" if "runs" in row else name
 
 
@@ -674,7 +681,7 @@ def track_groups(data: dict) -> str:
         where = ""
         if name in reused:
             where = f", measured earlier: `{reused[name]['file']}`, commit {reused[name]['commit']}"
-        parts.append(f"{name}: {len(runs)} runs{where}")
+        parts.append(f"{track_label(name, {})}: {len(runs)} runs{where}")
     return "; ".join(parts) or "none"
 
 

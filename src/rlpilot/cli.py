@@ -31,14 +31,17 @@ from rlpilot.play.trust import require_trust
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
-    from rlpilot.config.load import load_config, preset_names
+    from rlpilot.config.load import load_config, preset_adapt, preset_names
 
     rows = []
     for name in preset_names():
         config = load_config(name)
         threshold = _preset_threshold(config)
         solved = "-" if threshold is None else f"{threshold:g}"
-        rows.append((name, config.algo, config.subject, f"{config.train.total_frames:,}", solved))
+        budget = f"{config.train.total_frames:,}"
+        if (section := preset_adapt(name)) is not None:  # trains by train adapt: its budget is DAgger's iterations
+            algo, budget = f"adapt ({config.algo})", f"{section.get('settings', {}).get('iterations', 8)} DAgger it."
+        rows.append((name, algo if section else config.algo, config.subject, budget, solved))
     header = ("preset", "algo", "env / task", "budget (frames)", "solved at")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -153,6 +156,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from rlpilot.adapt.command import run as train_adapt
 
         return train_adapt(args)
+    from rlpilot.config.load import preset_adapt
+
+    if args.target and not args.env and preset_adapt(args.target) is not None:  # a preset of train adapt
+        from rlpilot.adapt.command import run as train_adapt
+
+        return train_adapt(args, preset=args.target)
     config = origin = None
     if args.resume:
         if args.target or args.seed is not None or args.device or args.run_dir or args.config:

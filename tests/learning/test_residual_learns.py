@@ -55,14 +55,14 @@ def test_a_learned_gain_schedule_tames_the_delayed_pd(tmp_path):
 @pytest.mark.slow  # ~30 s of learning; its pipeline (history, gain schedule, export) has fast tests in
 # tests/smoke/test_arm_history_export.py, and the gain schedule's learning test above stays in make test
 def test_the_adaptive_student_learns_from_its_history_alone(tmp_path):
-    """ppo-reacher-track-adaptive (the gain schedule on the PD from 8 steps of measured history, issue 37) in a short
+    """ppo-reacher-track-history (the gain schedule on the PD from 8 steps of measured history, issue 37) in a short
     run (~35 s): under randomised dynamics, the median of its greedy tracking errors after the first evaluation is at
     most 0.6x the first's. Seen here (seed 0): 13.2 mm at 16k frames, then 5.4, 8.1, 3.2, 8.7, 4.6 (median 5.4); on
     the 800k-frame runs (seeds 100-104): 22-39 mm at 16k frames, 4-10 mm at 96k."""
     import statistics
 
     overrides = ["train.seed=0", "train.total_frames=98304", "train.eval_every_frames=16384"]
-    config = load_config("ppo-reacher-track-adaptive", overrides=overrides)
+    config = load_config("ppo-reacher-track-history", overrides=overrides)
     run = train(config, run_root=str(tmp_path), show_progress=False)
     rmse = [row["eval/tracking_error"] for row in run.metrics() if "eval/tracking_error" in row]
     assert len(rmse) >= 5 and statistics.median(rmse[1:]) <= 0.6 * rmse[0], rmse

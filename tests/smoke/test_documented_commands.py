@@ -207,13 +207,16 @@ ADAPT_SETS = [
 ]
 ADAPT_SETS += ["adapt.iterations=1", "adapt.episodes=1", "adapt.epochs=1", "adapt.samples=0"]
 ADAPT_SETS += ["env.max_episode_steps=20"]
-"""``train adapt`` builds its own budget (no ``--frames``): one plant, one short episode, one DAgger iteration of one
-pass (``adapt.samples=0``: a sample count the page sets would replace the one epoch)."""
+"""``train adapt`` (and ``train PRESET`` of a preset with an ``adapt`` section) builds its own budget (no
+``--frames``): one plant, one short episode, one DAgger iteration of one pass (``adapt.samples=0``: a sample count the
+page or the preset sets would replace the one epoch)."""
 
 
 def _with_budget(argv: list[str], page: Page) -> list[str]:
+    from rlpilot.config.load import preset_adapt
+
     verb = argv[0]
-    if argv[:2] == ["train", "adapt"]:
+    if argv[:2] == ["train", "adapt"] or (verb == "train" and len(argv) > 1 and preset_adapt(argv[1])):
         return argv + [arg for item in [*ADAPT_SETS, "train.eval_episodes=2"] for arg in ("--set", item)]
     budget = list(BUDGET.get(verb, []))
     if verb == "train" and "--resume" in argv:

@@ -204,3 +204,27 @@ def test_with_caution_an_estimate_beyond_the_label_away_from_the_robust_gains_co
         DaggerTrainable.regression_loss(host, estimate.expand(2), torch.tensor([-0.1, 0.7])).backward()
         optimizer.step()
     assert float(estimate) == pytest.approx((0.7 - 4 * 0.1) / 5, abs=1e-4)  # the mean would be 0.3
+
+
+def test_the_arms_adapt_preset_is_the_command_of_its_page(capsys):
+    """``rlpilot train ppo-reacher-track-adaptive`` builds the student robot-arm.md's ``train adapt`` command built:
+    the same PPO config, the preset's settings under the user's ``--set``; the plant and controller are the preset's."""
+    from rlpilot.adapt import adapt_config
+    from rlpilot.cli import main
+    from rlpilot.config.load import preset_adapt
+
+    pytest.importorskip("mujoco")
+    name, arm = "ppo-reacher-track-adaptive", "rlpilot/ReacherTrack-v0"
+    section = preset_adapt(name)
+    assert section["controller"] == "pd" and section["params"] == ["kp=0.3:60:log", "kd=0.02:2:log"]
+    settings = read_settings([f"adapt.{key}={value}" for key, value in section["settings"].items()])
+    assert settings.caution == 10 and settings.iterations == 16
+    from_preset = adapt_config(arm, "pd", ["train.seed=4"], settings, preset=name)
+    from_command = adapt_config(arm, "pd", ["train.seed=4"], settings)
+    assert from_preset.preset == name
+    from_preset.preset = None
+    assert from_preset.to_dict() == from_command.to_dict()
+    assert adapt_config(arm, "pd", ["env.history=8"], settings, preset=name).env.history == 8  # --set over it
+    assert preset_adapt("ppo-reacher-track-history") is None and preset_adapt("no-such-preset") is None
+    assert main(["train", name, "--controller", "pd"]) == 2
+    assert "the preset names its plant, controller and --param" in capsys.readouterr().err

@@ -46,12 +46,18 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def adapt_config(plant: str, controller: str, overrides: list[str], settings: AdaptSettings):
+def adapt_config(plant: str, controller: str, overrides: list[str], settings: AdaptSettings, preset: str | None = None):
     """The PPO run's config: a gain schedule of ``controller`` on ``plant`` sampled over its declared ranges, with a
-    history and the fallback (``settings``' defaults where ``overrides`` leave them), the user's ``--set`` over it."""
+    history and the fallback (``settings``' defaults where ``overrides`` leave them), the user's ``--set`` over it;
+    from ``preset``'s sections where it names one (what they set stands over the defaults)."""
+    from rlpilot.config.load import load_preset_data
+
     given = {item.partition("=")[0].strip() for item in overrides}
     if clash := sorted(given & set(FIXED)):
         raise UserError(f"--set {clash[0]}: train adapt sets it itself (the robust {controller} as the base)")
+    if preset is not None:
+        data = load_preset_data(preset)
+        given |= {f"{name}.{key}" for name, section in data.items() if isinstance(section, dict) for key in section}
     defaults = {
         "env.history": settings.history,
         "env.residual_scale": settings.scale,
@@ -65,6 +71,8 @@ def adapt_config(plant: str, controller: str, overrides: list[str], settings: Ad
     }
     items = [f"{key}={value}" for key, value in defaults.items() if key not in given]
     items += [f"env.base_controller={controller}", "env.residual_mode=gains", "env.condition_sampled=true"]
+    if preset is not None:
+        return load_config(preset, overrides=[*items, *overrides])
     return load_config(algo="ppo", env_id=plant, overrides=[*items, *overrides])
 
 
@@ -156,13 +164,15 @@ def train_adapt(
     run_dir: str | None = None,
     show_progress: bool = True,
     origin: dict | None = None,
+    preset: str | None = None,
 ) -> Run:
-    """The three stages (module docstring); the run directory of the student."""
+    """The three stages (module docstring); the run directory of the student (from ``preset``'s sections where it
+    names one: ``rlpilot train PRESET`` of a preset with an ``adapt`` section)."""
     from rlpilot.envs.make import declaration
 
     if not space:
         raise UserError("train adapt: name the controller arguments the references search, --param kp=0.1:100:log")
-    config = adapt_config(plant, controller, overrides, settings)
+    config = adapt_config(plant, controller, overrides, settings, preset)
     declared = declaration(replace(config.env, condition_sampled=False), option="train adapt")
     gain_names(config.env, controller, fixed)  # before any tuning: a controller without gains is one line now
     cache = Path(run_root) / "adapt-teachers" / f"{plant.replace(':', '-').replace('/', '-')}.json"

@@ -200,8 +200,38 @@ def _looks_numeric(text: str) -> bool:
 preset_names = registry.preset_names
 
 
+ADAPT_SECTION = "adapt"
+"""A preset's section for ``rlpilot train adapt`` (docs/adapt.md): with it, ``rlpilot train PRESET`` runs the adapt
+command on the preset's env (``controller``, ``params``: ``--param`` items, ``settings``: ``adapt.*``), and the other
+sections are the student's PPO run."""
+
+
 def load_preset_data(name: str) -> dict:
-    return _parse_yaml(registry.preset_text(name), source=f"preset {name}")
+    """A preset's config sections (its ``adapt`` section left out: :func:`preset_adapt`)."""
+    data = _parse_yaml(registry.preset_text(name), source=f"preset {name}")
+    data.pop(ADAPT_SECTION, None)
+    return data
+
+
+def preset_adapt(name: str) -> dict | None:
+    """The ``adapt`` section of preset ``name`` (None where it has none, or ``name`` is not a preset), checked:
+    ``controller`` a name, ``params`` a list of ``KEY=LOW:HIGH[:log]``, ``settings`` a mapping of ``adapt.*``."""
+    if name not in registry.preset_names():
+        return None
+    section = _parse_yaml(registry.preset_text(name), source=f"preset {name}").get(ADAPT_SECTION)
+    if section is None:
+        return None
+    where = f"preset {name}: {ADAPT_SECTION}"
+    if not isinstance(section, dict) or set(section) - {"controller", "params", "settings"}:
+        raise UserError(f"{where} is a mapping of controller, params and settings")
+    if not isinstance(section.get("controller"), str):
+        raise UserError(f"{where}.controller: the controller's name or module:Class")
+    params = section.get("params")
+    if not isinstance(params, list) or not params or not all(isinstance(p, str) for p in params):
+        raise UserError(f"{where}.params: a list of KEY=LOW:HIGH[:log]")
+    if not isinstance(section.get("settings", {}), dict):
+        raise UserError(f"{where}.settings: a mapping of adapt settings (KEY: VALUE)")
+    return section
 
 
 def _parse_yaml(text: str, *, source: str) -> dict:
