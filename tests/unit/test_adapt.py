@@ -169,7 +169,7 @@ def test_under_gain_average_the_student_weighs_its_estimates_by_how_sure_it_is()
         inputs[:2048, 0], inputs[2048:, 0] = inputs[:2048, 0].abs(), -inputs[2048:, 0].abs()
         known = inputs[:, 0] > 0
         labels = torch.where(known[:, None], 0.3, 0.3 + 0.3 * torch.randn(4096, 3, generator=generator))
-        dagger.inputs, dagger.labels = [inputs], [labels]
+        dagger.inputs, dagger.labels, dagger.plants = [inputs], [labels], [torch.zeros(4096, dtype=torch.long)]
         dagger.regress()
         with torch.no_grad():
             out = dagger.algo.greedy_module(dagger.normalised(inputs))
@@ -189,8 +189,8 @@ def test_with_caution_an_estimate_beyond_the_label_away_from_the_robust_gains_co
     from rlpilot.adapt.dagger import DaggerTrainable
 
     def loss(caution, estimate, label):
-        host = SimpleNamespace(settings=AdaptSettings(caution=caution))
-        return float(DaggerTrainable.regression_loss(host, torch.tensor(estimate), torch.tensor(label)))
+        host = SimpleNamespace(settings=AdaptSettings(caution=caution), slopes=None)
+        return float(DaggerTrainable.regression_loss(host, torch.tensor(estimate), torch.tensor(label), None))
 
     assert loss(0.0, [0.5, 0.5], [0.7, 0.1]) == pytest.approx((0.04 + 0.16) / 2)
     assert loss(3.0, [0.5], [0.7]) == pytest.approx(0.04)  # between 0 and the label: plain
@@ -200,10 +200,38 @@ def test_with_caution_an_estimate_beyond_the_label_away_from_the_robust_gains_co
     optimizer = torch.optim.SGD([estimate], lr=0.1)
     for _ in range(500):
         optimizer.zero_grad()
-        host = SimpleNamespace(settings=AdaptSettings(caution=3.0))
-        DaggerTrainable.regression_loss(host, estimate.expand(2), torch.tensor([-0.1, 0.7])).backward()
+        host = SimpleNamespace(settings=AdaptSettings(caution=3.0), slopes=None)
+        DaggerTrainable.regression_loss(host, estimate.expand(2), torch.tensor([-0.1, 0.7]), None).backward()
         optimizer.step()
     assert float(estimate) == pytest.approx((0.7 - 4 * 0.1) / 5, abs=1e-4)  # the mean would be 0.3
+
+
+def test_shaped_an_error_weighs_as_the_cost_grows_on_its_side_for_its_plant():
+    """``adapt.shaped``: the squared error weighs by the sample's plant's cost slope on the side of the label the
+    estimate lies; two plants a student cannot tell apart, one that tolerates being short (slope 1) but not past
+    (9) and one tolerant either way (1): it settles at the weighted point, near the intolerant plant's label."""
+    from types import SimpleNamespace
+
+    from rlpilot.adapt.dagger import DaggerTrainable
+
+    slopes = torch.tensor([[[1.0, 9.0]], [[1.0, 1.0]]])  # 2 plants, 1 gain, [short, past]
+    host = SimpleNamespace(settings=AdaptSettings(), slopes=slopes)
+    plants = torch.tensor([0, 1])
+
+    def loss(estimate, label):
+        return float(
+            DaggerTrainable.regression_loss(host, torch.tensor(estimate)[:, None], torch.tensor(label)[:, None], plants)
+        )
+
+    assert loss([0.5, 0.5], [0.3, 0.3]) == pytest.approx((9 * 0.04 + 0.04) / 2)  # past plant 0's: 9 times
+    assert loss([0.1, 0.1], [0.3, 0.3]) == pytest.approx((0.04 + 0.04) / 2)  # short of it: once
+    estimate = torch.zeros(1, 1, requires_grad=True)
+    optimizer = torch.optim.SGD([estimate], lr=0.05)
+    for _ in range(1000):
+        optimizer.zero_grad()
+        DaggerTrainable.regression_loss(host, estimate.expand(2, 1), torch.tensor([[0.0], [0.8]]), plants).backward()
+        optimizer.step()
+    assert float(estimate) == pytest.approx(0.8 / 10, abs=1e-3)  # 9 (e - 0) = (0.8 - e): the mean would be 0.4
 
 
 def test_the_arms_adapt_preset_is_the_command_of_its_page(capsys):

@@ -15,6 +15,7 @@ declares its conditions (docs/adapt.md).
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 import time
@@ -74,6 +75,34 @@ def adapt_config(plant: str, controller: str, overrides: list[str], settings: Ad
     if preset is not None:
         return load_config(preset, overrides=[*items, *overrides])
     return load_config(algo="ppo", env_id=plant, overrides=[*items, *overrides])
+
+
+SLOPE_STEP = 0.1
+"""How far ``adapt.shaped`` moves each gain off the oracle's to measure the cost's growth, in actions (0.1 at the
+default 1.5 decades: 1.41x)."""
+SLOPE_FLOOR = 0.01
+"""The least cost growth a step counts (the oracle is searched on these episodes, so a step from it costs about 0 or
+more; a log ratio below this, noise, counts as this)."""
+
+
+def cost_slopes(plain, controller: str, kwargs: dict, names: tuple[str, ...], scale: float, seeds, objective):
+    """Per gain of ``names``, [short, past]: the log of the cost ratio of the controller built with ``kwargs`` (the
+    oracle of ``plain``'s condition) with that gain moved :data:`SLOPE_STEP` of an action down or up, against its
+    own cost, on ``seeds``, over the step squared (at least :data:`SLOPE_FLOOR` over it). A gain ``kwargs`` lacks or
+    holds at 0 gets 1 either side."""
+    candidates, moved = [kwargs], []
+    for name in names:
+        if isinstance(kwargs.get(name), (int, float)) and kwargs[name] > 0:
+            moved.append(name)
+            candidates += [{**kwargs, name: kwargs[name] * 10 ** (sign * scale * SLOPE_STEP)} for sign in (-1, 1)]
+    costs = [
+        float(objective.per_episode(r).mean()) for r in play_candidates(plain, controller, candidates, seeds=seeds)
+    ]
+    slopes = {name: [1.0, 1.0] for name in names}
+    for index, name in enumerate(moved):
+        short, past = costs[1 + 2 * index : 3 + 2 * index]
+        slopes[name] = [max(math.log(c / costs[0]), SLOPE_FLOOR) / SLOPE_STEP**2 for c in (short, past)]
+    return [slopes[name] for name in names]
 
 
 def gain_names(env_cfg, controller: str, fixed: dict) -> tuple[str, ...]:
@@ -138,6 +167,14 @@ def teacher_table(
                 f"in {oracle.seconds:.0f} s"
             )
         table.labels[name] = label(table.oracles[name], table.robust, names, env_cfg.residual_scale)
+        if settings.shaped and name not in table.slopes:
+            started = time.perf_counter()
+            table.slopes[name] = cost_slopes(
+                replace(plain, condition=condition), controller, {**fixed, **table.oracles[name]}, names,
+                env_cfg.residual_scale, seeds, objective,
+            )  # fmt: skip
+            table.seconds += time.perf_counter() - started
+            table.save(cache)
     table.save(cache)
     return table
 

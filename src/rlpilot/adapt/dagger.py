@@ -65,12 +65,17 @@ class DaggerTrainable:
         self.decades = float(config.env.residual_scale)
         self.weighted = config.env.gain_weights  # the actor's columns: the gains, then their weights
         self.teacher = torch.cat([self.targets, torch.zeros_like(self.targets)], 1) if self.weighted else self.targets
+        self.slopes = None  # adapt.shaped: per env, per gain, [short, past], each gain's mean over the table 1
+        if settings.shaped:
+            slopes = torch.tensor([table.slopes[name] for name in plants], dtype=torch.float32)
+            self.slopes = slopes / slopes.mean(dim=(0, 2), keepdim=True)
         self.vector_env = make_vector_env(
             replace(config.env, condition_sampled=False), len(plants), [table.conditions[name] for name in plants]
         )
         self.table_seconds = table.seconds
         self.inputs: list[torch.Tensor] = []
         self.labels: list[torch.Tensor] = []
+        self.plants: list[torch.Tensor] = []  # the env (and so the plant) of each sample
         self.iteration = 0
         self.obs_norm: dict | None = None
         body = self.algo.actor_net.body
@@ -123,6 +128,7 @@ class DaggerTrainable:
         return {
             "observations": torch.cat(observations),
             "labels": torch.cat(labels),
+            "plants": torch.arange(count).repeat(len(observations)),
             "returns": finished_returns,
             "lengths": finished_lengths,
             "fallback_share": fallbacks / max(student_steps, 1),
@@ -131,7 +137,7 @@ class DaggerTrainable:
     def regress(self) -> float:
         """The student fitted to every label so far (the normaliser and the envelope first refitted): ``epochs``
         passes over it, or ``samples`` drawn from it; the mean squared error of its final pass."""
-        observations, labels = torch.cat(self.inputs), torch.cat(self.labels)
+        observations, labels, plants = torch.cat(self.inputs), torch.cat(self.labels), torch.cat(self.plants)
         self.obs_norm = {"loc": observations.mean(0), "scale": observations.std(0).clamp_min(1e-4)}
         inputs = self.normalised(observations)
         if self.envelope is not None:
@@ -142,7 +148,7 @@ class DaggerTrainable:
             for start in range(0, len(order), size):
                 index = order[start : start + size]
                 out = actor(inputs[index])
-                loss = self.regression_loss(out[:, : self.gains], labels[index])
+                loss = self.regression_loss(out[:, : self.gains], labels[index], plants[index])
                 self.optimizer.zero_grad(set_to_none=True)
                 (loss + self.weight_loss(out, labels[index]) if self.weighted else loss).backward()
                 self.optimizer.step()
@@ -158,10 +164,15 @@ class DaggerTrainable:
             set_obs_norm(env, self.obs_norm)
         return float(loss_sum) / len(order)
 
-    def regression_loss(self, estimate: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+    def regression_loss(self, estimate: torch.Tensor, label: torch.Tensor, plants: torch.Tensor) -> torch.Tensor:
         """The squared error, ``1 + adapt.caution`` times where the estimate overshoots the label away from the
-        robust controller (beyond it, on the far side from action 0, or across 0 from it)."""
+        robust controller (beyond it, on the far side from action 0, or across 0 from it); under ``adapt.shaped``
+        weighed by the cost's slope on the estimate's side of the label for the sample's plant (``plants``: the
+        env of each sample)."""
         error = (estimate - label).pow(2)
+        if self.slopes is not None:
+            slopes = self.slopes[plants]
+            error = error * torch.where(estimate.detach() > label, slopes[..., 1], slopes[..., 0])
         if self.settings.caution:
             beyond = (estimate - label) * estimate.detach() > 0
             error = error * (1.0 + self.settings.caution * beyond)
@@ -193,6 +204,7 @@ class DaggerTrainable:
             metrics["dagger/fallback_share"] = played["fallback_share"]
         self.inputs.append(played["observations"])
         self.labels.append(played["labels"])
+        self.plants.append(played["plants"])
         metrics["loss/regression"] = self.regress()
         metrics["dagger/samples"] = float(sum(len(x) for x in self.inputs))
         self.iteration += 1

@@ -89,6 +89,14 @@ class AdaptSettings:
     sets 10. Where the robust controller is far from every oracle it costs: on the heated tank 10 took the student
     from 1.10x to 1.79x the oracle on the nominal tank (docs/replace-pid.md). 0 (the default): plain mean squared
     error."""
+    shaped: bool = False
+    """The regression weighs a student's error by what it costs the plant: per plant and gain, the log of the cost
+    ratio of the oracle with that gain moved :data:`rlpilot.adapt.SLOPE_STEP` of an action below or above the
+    label, against the oracle's own (measured on the tuning episodes, cached with the table), over the step squared;
+    the side the estimate lies on chooses which. Where its history cannot tell plants apart, the student settles on
+    the gains that cost the plants it confuses least in sum (to second order), not on the mean of their labels:
+    past a delayed arm's oracle gains it stays far more careful than past a nominal arm's. Each plant's weights are
+    scaled to a mean of 1 over the table. Off by default."""
     lr: float = positive(1e-3)
     """Adam's learning rate for the regression."""
     minibatch: int = between(256, 1, 1_000_000)

@@ -71,6 +71,9 @@ class TeacherTable:
     oracles: dict[str, dict] = field(default_factory=dict)
     """Condition label -> the oracle's constructor arguments."""
     labels: dict[str, list[float]] = field(default_factory=dict)
+    slopes: dict[str, list[list[float]]] = field(default_factory=dict)
+    """Condition label -> per gain, [short, past]: how fast the plant's cost grows with the gain below and above its
+    oracle's (``adapt.shaped``: :func:`rlpilot.adapt.cost_slopes`)."""
     seconds: float = 0.0
     """Seconds spent tuning the oracles (cached ones count what they cost when tuned)."""
 
