@@ -256,3 +256,19 @@ def test_the_arms_adapt_preset_is_the_command_of_its_page(capsys):
     assert preset_adapt("ppo-reacher-track-history") is None and preset_adapt("no-such-preset") is None
     assert main(["train", name, "--controller", "pd"]) == 2
     assert "the preset names its plant, controller and --param" in capsys.readouterr().err
+
+
+def test_shaped_slopes_are_the_cost_growth_on_each_side_of_the_gains():
+    """``adapt.shaped``'s teacher measure: with kp far below what the tank wants, a step down costs (a slope above the
+    floor) and a step up does not (the floor); a gain the controller holds at 0 gets 1 either side."""
+    from dataclasses import replace
+
+    from rlpilot.adapt import SLOPE_FLOOR, SLOPE_STEP, adapt_config, cost_slopes
+    from rlpilot.reference.play import Objective
+
+    env = adapt_config(TANK, PID, ["env.max_episode_steps=100"], AdaptSettings()).env
+    plain = replace(env, base_controller="none", history=0, normalize_obs=False, condition_sampled=False)
+    slopes = cost_slopes(plain, PID, {"kp": 0.01, "ki": 0.002, "kd": 0.0}, ("kp", "ki", "kd"), 1.5, [0, 1], Objective())
+    floor = SLOPE_FLOOR / SLOPE_STEP**2
+    assert slopes[0][0] > 2 * floor and slopes[0][1] == pytest.approx(floor)
+    assert slopes[2] == [1.0, 1.0]

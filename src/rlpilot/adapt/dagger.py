@@ -76,6 +76,7 @@ class DaggerTrainable:
         self.inputs: list[torch.Tensor] = []
         self.labels: list[torch.Tensor] = []
         self.plants: list[torch.Tensor] = []  # the env (and so the plant) of each sample
+        self.steps: list[torch.Tensor] = []  # the step of its episode each sample was seen at
         self.iteration = 0
         self.obs_norm: dict | None = None
         body = self.algo.actor_net.body
@@ -103,10 +104,11 @@ class DaggerTrainable:
         returns, lengths = np.zeros(count), np.zeros(count, dtype=np.int64)
         finished_returns, finished_lengths, observations = [], [], []
         student_steps = fallbacks = 0
-        labels = []
+        labels, steps = [], []
         for _ in range(self.horizon):
             observation = torch.as_tensor(np.asarray(raw), dtype=torch.float32)
             observations.append(observation)
+            steps.append(torch.as_tensor(lengths.copy()))
             early = torch.as_tensor(lengths < self.settings.warmup)[:, None]  # the robust controller's steps
             action = torch.where(early, torch.zeros_like(self.teacher), self.teacher)
             labels.append(action[:, : self.gains])  # the teacher's gains are the label
@@ -129,6 +131,7 @@ class DaggerTrainable:
             "observations": torch.cat(observations),
             "labels": torch.cat(labels),
             "plants": torch.arange(count).repeat(len(observations)),
+            "steps": torch.cat(steps),
             "returns": finished_returns,
             "lengths": finished_lengths,
             "fallback_share": fallbacks / max(student_steps, 1),
@@ -138,6 +141,10 @@ class DaggerTrainable:
         """The student fitted to every label so far (the normaliser and the envelope first refitted): ``epochs``
         passes over it, or ``samples`` drawn from it; the mean squared error of its final pass."""
         observations, labels, plants = torch.cat(self.inputs), torch.cat(self.labels), torch.cat(self.plants)
+        early = self.settings.early
+        weights = torch.ones(len(labels))
+        if early:  # the first steps of an episode weigh as much as the rest of it together
+            weights[torch.cat(self.steps) < early] = max(1.0, (self.horizon - early) / early)
         self.obs_norm = {"loc": observations.mean(0), "scale": observations.std(0).clamp_min(1e-4)}
         inputs = self.normalised(observations)
         if self.envelope is not None:
@@ -148,7 +155,7 @@ class DaggerTrainable:
             for start in range(0, len(order), size):
                 index = order[start : start + size]
                 out = actor(inputs[index])
-                loss = self.regression_loss(out[:, : self.gains], labels[index], plants[index])
+                loss = self.regression_loss(out[:, : self.gains], labels[index], plants[index], weights[index])
                 self.optimizer.zero_grad(set_to_none=True)
                 (loss + self.weight_loss(out, labels[index]) if self.weighted else loss).backward()
                 self.optimizer.step()
@@ -164,12 +171,16 @@ class DaggerTrainable:
             set_obs_norm(env, self.obs_norm)
         return float(loss_sum) / len(order)
 
-    def regression_loss(self, estimate: torch.Tensor, label: torch.Tensor, plants: torch.Tensor) -> torch.Tensor:
+    def regression_loss(
+        self, estimate: torch.Tensor, label: torch.Tensor, plants: torch.Tensor, weights: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The squared error, ``1 + adapt.caution`` times where the estimate overshoots the label away from the
         robust controller (beyond it, on the far side from action 0, or across 0 from it); under ``adapt.shaped``
         weighed by the cost's slope on the estimate's side of the label for the sample's plant (``plants``: the
-        env of each sample)."""
+        env of each sample); each sample's by ``weights`` (``adapt.early``)."""
         error = (estimate - label).pow(2)
+        if weights is not None:
+            error = error * weights[:, None]
         if self.slopes is not None:
             slopes = self.slopes[plants]
             error = error * torch.where(estimate.detach() > label, slopes[..., 1], slopes[..., 0])
@@ -205,6 +216,7 @@ class DaggerTrainable:
         self.inputs.append(played["observations"])
         self.labels.append(played["labels"])
         self.plants.append(played["plants"])
+        self.steps.append(played["steps"])
         metrics["loss/regression"] = self.regress()
         metrics["dagger/samples"] = float(sum(len(x) for x in self.inputs))
         self.iteration += 1
