@@ -272,3 +272,27 @@ def test_shaped_slopes_are_the_cost_growth_on_each_side_of_the_gains():
     floor = SLOPE_FLOOR / SLOPE_STEP**2
     assert slopes[0][0] > 2 * floor and slopes[0][1] == pytest.approx(floor)
     assert slopes[2] == [1.0, 1.0]
+
+
+def test_early_an_episodes_first_steps_weigh_as_much_as_the_rest_of_it():
+    """``adapt.early``: the rollout records each sample's step in its episode (a new episode starts at 0 again), and
+    the regression weighs the first ``early`` steps ``(horizon - early) / early`` times."""
+    table = TeacherTable(
+        "t", robust={"kp": 0.1, "ki": 0.002, "kd": 0.1}, conditions={"a": {}}, labels={"a": [0.5, -0.5, 0.25]}
+    )
+    settings = AdaptSettings(episodes=2, epochs=1, early=5)
+    _, dagger = built(table, settings, ["env.max_episode_steps=20", "train.eval_episodes=1"], horizon=30)
+    try:
+        steps = dagger.rollout(1.0, seed=3)["steps"].reshape(30, 2)
+        expected = torch.tensor([*range(20), *range(10)])
+        assert torch.equal(steps, expected[:, None].expand(30, 2))
+        dagger.step()
+        seen = []
+        original = dagger.regression_loss
+        dagger.regression_loss = lambda *args: seen.append(args[3]) or original(*args)
+        dagger.regress()
+        weights = torch.cat(seen)
+        assert set(weights.tolist()) == {1.0, 5.0}  # (30 - 5) / 5 on the early steps
+        assert int((weights == 5.0).sum()) == 2 * (5 + 5)  # the step's rollout: 2 envs, 5 early steps in each episode
+    finally:
+        dagger.close()
