@@ -177,3 +177,20 @@ def test_adapt_excitation_holds_the_gains_it_is_told_then_the_robust_ones(adapt_
     assert all(
         list(m) == ["kp", "ki", "kd"] and all(10**-1.5 <= v <= 10**1.5 for v in m.values()) for m in seen.values()
     )
+
+
+def test_adapt_identify_fits_the_labels_from_the_first_steps_and_scores_the_student(adapt_run):
+    """benchmarks/adapt_identify.py on the tiny run: per step the mean label, a fresh fit and the student scored
+    against the labels of each plant (the robust gains played, so the inputs differ by the plant alone); the mean
+    label's error is the labels' spread around their mean, and the named plants' labels are the teacher's."""
+    from tests.benchmark_loader import BENCHMARKS, load_benchmark
+
+    script = load_benchmark(BENCHMARKS / "adapt_identify.py")
+    found = script.measure(adapt_run, steps=3, train_episodes=2, episodes=2, seed=10_000, updates=50)
+    assert set(found["errors"]) == {"mean label", "fresh fit", "student"}
+    assert all(len(values) == 3 for values in found["errors"].values()) and found["samples"] == 3 * 2 * 3
+    labels = torch.tensor(list(json.loads((adapt_run / "teacher.json").read_text())["labels"].values()))
+    spread = float((labels - labels.mean(0)).abs().mean())
+    assert found["errors"]["mean label"] == pytest.approx([spread] * 3, rel=1e-5)
+    scale = yaml.safe_load((adapt_run / "config.yaml").read_text())["env"]["residual_scale"]
+    assert found["named"]["slow"]["label"] == pytest.approx([10 ** (scale * x) for x in labels[1].tolist()], rel=1e-5)
