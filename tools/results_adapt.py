@@ -1,6 +1,7 @@
-"""docs/adapt.md's generated block ``adapt_first_step``: what the first step of an episode costs any controller that
+"""docs/adapt.md's generated blocks: ``adapt_first_step``, what the first step of an episode costs any controller that
 must learn the plant from history (``benchmarks/adapt_first_step.py``), per plant, from its newest
-``benchmarks/results/adapt_first_step-PLANT-*.json`` (tools/gen_results.py runs this)."""
+``benchmarks/results/adapt_first_step-PLANT-*.json``; ``adapt_identify``, how much the first steps tell about the arm
+(``benchmarks/adapt_identify.py``, its newest ``adapt_identify-arm-*.json``). tools/gen_results.py runs this."""
 
 from __future__ import annotations
 
@@ -34,11 +35,7 @@ def first_step_table() -> str | None:
             f"| {label} | {data['steps']} | {robust[0]:.2f} ({robust_plant}) | {best} | "
             f"{worst[0]:.2f} [{worst[1]:.2f}, {worst[2]:.2f}] | {', '.join(binding)} |"
         )
-        shown = Path(path).relative_to(results_figures.ROOT).with_suffix(".txt")
-        commit, cpu, command = (stamp_value(data["stamp"], key) for key in ("commit", "cpu", "command"))
-        sources.append(
-            f"`{shown}` ({data['episodes']} episodes a cell, commit {commit[:12]}, {cpu}; command: `{command}`)"
-        )
+        sources.append(_source(Path(path), data, f"{data['episodes']} episodes a cell"))
     if not rows:
         return None
     head = [
@@ -49,6 +46,44 @@ def first_step_table() -> str | None:
     return "\n".join(head + rows) + "\n\nSources (each with every plant and candidate): " + "; ".join(sources) + "."
 
 
+def _source(path: Path, data: dict, what: str) -> str:
+    shown = path.relative_to(results_figures.ROOT).with_suffix(".txt")
+    commit, cpu, command = (stamp_value(data["stamp"], key) for key in ("commit", "cpu", "command"))
+    return f"`{shown}` ({what}, commit {commit[:12]}, {cpu}; command: `{command}`)"
+
+
+def identify_table() -> str | None:
+    path = results_figures.newest("adapt_identify-arm-*.json")
+    if path is None:
+        return None
+    data = json.loads(Path(path).read_text())
+    errors, named = data["errors"], data["named"]
+    last = data["steps"] - 1
+    lines = ["| step | mean label | fresh fit | student | fresh fit / mean label |", "|---|---|---|---|---|"]
+    for step in range(data["steps"]):
+        cells = [f"{errors[name][step]:.3f}" for name in ("mean label", "fresh fit", "student")]
+        ratio = errors["fresh fit"][step] / errors["mean label"][step]
+        lines.append(f"| {step} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+    lines += [
+        "",
+        f"| named arm | oracle kp, kd | fresh fit at step 1 | at step {last} | student at step 1 | at step {last} |",
+    ]
+    lines.append("|---|---|---|---|---|---|")
+    for plant, row in named.items():
+        cells = [
+            row["label"],
+            row["fresh fit @1"],
+            row[f"fresh fit @{last}"],
+            row["student @1"],
+            row[f"student @{last}"],
+        ]
+        lines.append(f"| {plant} | " + " | ".join("/".join(f"{x:.2f}" for x in cell) for cell in cells) + " |")
+    what = f"{data['train_episodes']} fitting and {data['episodes']} measured episodes a plant"
+    return (
+        "\n".join(lines) + "\n\nGains as multiples of the robust PD's. Source: " + _source(Path(path), data, what) + "."
+    )
+
+
 def tables() -> dict[str, str]:
-    table = first_step_table()
-    return {"adapt_first_step": table} if table else {}
+    found = {"adapt_first_step": first_step_table(), "adapt_identify": identify_table()}
+    return {name: table for name, table in found.items() if table}
