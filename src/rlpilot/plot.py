@@ -49,14 +49,20 @@ def new_axes(height: float = 4.0):
     return fig, fig.subplots()
 
 
-def finish_figure(fig, ax, path: str | Path, *, xlabel: str, ylabel: str, title: str) -> Path:
-    """Labels, grid and legend, then an atomic write (temp file, rename): never half an image."""
+def finish_figure(
+    fig, ax, path: str | Path, *, xlabel: str, ylabel: str, title: str, legend_outside: bool = False
+) -> Path:
+    """Labels, grid and legend (beside the axes with ``legend_outside``: many entries would hide the data), then an
+    atomic write (temp file, rename): never half an image."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:  # a run that logged no return yet has nothing to label
-        ax.legend(loc="best", fontsize=8)
+        if legend_outside:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+        else:
+            ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     path = Path(path)
     buffer = io.BytesIO()

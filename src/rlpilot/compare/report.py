@@ -204,7 +204,9 @@ def ratio_chart(summary: dict, path: Path, bar: float) -> Path:
     ax.set_xticks(range(len(conditions)))
     ax.set_xticklabels(conditions, rotation=20, fontsize=8)
     ylabel = "error / oracle's" + (" (log scale)" if ax.get_yscale() == "log" else "")
-    return finish_figure(fig, ax, path, xlabel="condition", ylabel=ylabel, title="Error against the oracle")
+    return finish_figure(
+        fig, ax, path, xlabel="condition", ylabel=ylabel, title="Error against the oracle", legend_outside=len(rows) > 6
+    )
 
 
 def runaway(peaks: list[float], factor: float = 20.0) -> bool:
