@@ -232,10 +232,23 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if diagnosis.errors else 0
 
 
+def _not_adapt(preset: str, verb: str) -> None:
+    """One line where ``preset`` trains by ``train adapt`` (an ``adapt`` section): its PPO sections alone, which the
+    verb would train, are not what the preset means."""
+    from rlpilot.config.load import preset_adapt
+
+    if preset_adapt(preset) is not None:
+        raise UserError(
+            f"rlpilot {verb} {preset}: the preset trains by train adapt (a teacher, then DAgger), which {verb} does "
+            f"not run; train it with rlpilot train {preset} and measure it with rlpilot compare --run RUN"
+        )
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from rlpilot.registry import preset_text
 
     preset_text(args.preset)  # an unknown preset: one line with close matches
+    _not_adapt(args.preset, "sweep")
     check_seed_range("--seed-start", args.seed_start, "--seeds", args.seeds)
     from rlpilot.sweep import run_sweep
 
@@ -288,6 +301,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from rlpilot.registry import preset_text
 
     preset_text(args.preset)  # an unknown preset: one line with close matches
+    _not_adapt(args.preset, "tune")
     check_seed_range("--seed-start", args.seed_start, "--seeds-per-trial", args.seeds_per_trial)
     check_seed_range("--check-seed-start", args.check_seed_start, "--check-seeds", args.check_seeds)
     try:

@@ -256,6 +256,9 @@ def test_the_arms_adapt_preset_is_the_command_of_its_page(capsys):
     assert preset_adapt("ppo-reacher-track-history") is None and preset_adapt("no-such-preset") is None
     assert main(["train", name, "--controller", "pd"]) == 2
     assert "the preset names its plant, controller and --param" in capsys.readouterr().err
+    for verb in (["sweep", name], ["tune", name, "--param", "ppo.lr=1e-4:1e-3:log"]):  # they would train PPO alone
+        assert main(verb) == 2
+        assert "the preset trains by train adapt" in capsys.readouterr().err
 
 
 def test_shaped_slopes_are_the_cost_growth_on_each_side_of_the_gains():
