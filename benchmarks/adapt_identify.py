@@ -4,7 +4,8 @@ the student's inputs find the teacher's label there, and how close does the run'
 Every plant of the run's teacher table plays ``--train-episodes`` episodes (seeds from 300,000) and, apart,
 ``--episodes`` evaluation episodes (from ``--seed``), all with the robust gains (action 0), so that the inputs differ
 by the plant alone (played with the oracle's gains they would carry the label in the commands). At each of the first
-``--steps`` steps the student's inputs (normalised as the run normalises them) are recorded with the plant's label.
+``--steps`` steps (fewer than an episode's) the student's inputs (normalised as the run normalises them) are recorded
+with the plant's label.
 A fresh network of the student's layers is regressed on the training episodes' inputs (mean squared error), and on
 the evaluation episodes, per step, the mean absolute error of: the table's mean label (what a student that learns
 nothing from its history can do), the fresh fit, and the run's own student. Where the fresh fit is little better
@@ -41,9 +42,10 @@ def record(policy, table: dict, steps: int, episodes: int, seed: int) -> dict[st
     gains: ``inputs`` (samples, width), ``labels``, ``steps`` (the step of each sample) and ``plants`` (its index)."""
     found: dict[str, list] = {"inputs": [], "labels": [], "steps": [], "plants": []}
     for index, (plant, label) in enumerate(table["labels"].items()):
-        config = replace(policy.env_config, condition=dict(table["conditions"][plant]))
+        config = replace(policy.env_config, condition=dict(table["conditions"][plant]), condition_sampled=False)
         env = replace(policy, env_config=config).make_env(num_envs=episodes, seed=seed)
-        robust = torch.zeros(episodes, len(label))
+        width = env.base_env.vector_env.single_action_space.shape[0]  # two columns a gain under env.gain_weights
+        robust = torch.zeros(episodes, width)
         step = [0]
 
         def act(observation: torch.Tensor, robust=robust, label=label, index=index, step=step) -> torch.Tensor:
@@ -130,6 +132,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=10_000)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.steps < 2:
+        parser.error("--steps: at least 2 (it shows step 1 and the last)")
     head = stamp.header()
     found = measure(args.run, args.steps, args.train_episodes, args.episodes, args.seed, args.updates)
     errors, named = found["errors"], found["named"]

@@ -31,6 +31,7 @@ from rlpilot.play.trust import require_trust
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
+    from rlpilot.adapt.settings import AdaptSettings
     from rlpilot.config.load import load_config, preset_adapt, preset_names
 
     rows = []
@@ -40,7 +41,10 @@ def _cmd_presets(args: argparse.Namespace) -> int:
         solved = "-" if threshold is None else f"{threshold:g}"
         budget = f"{config.train.total_frames:,}"
         if (section := preset_adapt(name)) is not None:  # trains by train adapt: its budget is DAgger's iterations
-            algo, budget = f"adapt ({config.algo})", f"{section.get('settings', {}).get('iterations', 8)} DAgger it."
+            algo, budget = (
+                f"adapt ({config.algo})",
+                f"{section.get('settings', {}).get('iterations', AdaptSettings().iterations)} DAgger it.",
+            )
         rows.append((name, algo if section else config.algo, config.subject, budget, solved))
     header = ("preset", "algo", "env / task", "budget (frames)", "solved at")
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]

@@ -253,12 +253,23 @@ def test_the_arms_adapt_preset_is_the_command_of_its_page(capsys):
     from_preset.preset = None
     assert from_preset.to_dict() == from_command.to_dict()
     assert adapt_config(arm, "pd", ["env.history=8"], settings, preset=name).env.history == 8  # --set over it
+    shorter = read_settings(["adapt.history=8", "adapt.scale=1.0"])  # an adapt setting given goes over the preset too
+    config = adapt_config(arm, "pd", [], shorter, preset=name, chosen=frozenset({"history", "scale"}))
+    assert (config.env.history, config.env.residual_scale) == (8, 1.0)
     assert preset_adapt("ppo-reacher-track-history") is None and preset_adapt("no-such-preset") is None
     assert main(["train", name, "--controller", "pd"]) == 2
     assert "the preset names its plant, controller and --param" in capsys.readouterr().err
     for verb in (["sweep", name], ["tune", name, "--param", "ppo.lr=1e-4:1e-3:log"]):  # they would train PPO alone
         assert main(verb) == 2
         assert "the preset trains by train adapt" in capsys.readouterr().err
+
+
+def test_a_slopes_growth_is_bounded_where_a_cost_is_not_finite_or_the_base_is_none():
+    from rlpilot.adapt import SLOPE_CAP, SLOPE_FLOOR, _growth
+
+    assert _growth(2.0, 1.0) == pytest.approx(math.log(2.0)) and _growth(0.9, 1.0) == SLOPE_FLOOR
+    assert _growth(float("inf"), 1.0) == _growth(float("nan"), 1.0) == _growth(1e9, 1.0) == SLOPE_CAP
+    assert _growth(1.0, 0.0) == _growth(1.0, float("nan")) == SLOPE_FLOOR
 
 
 def test_shaped_slopes_are_the_cost_growth_on_each_side_of_the_gains():

@@ -41,16 +41,34 @@ plant and the average over the episode, the heated tank's student went from 1.05
 plants to 1.01-2.74x (docs/replace-pid.md's answers, before and after)."""
 FIXED = ("env.base_controller", "env.base_controller_kwargs", "env.residual_mode", "env.condition_sampled")
 """What ``train adapt`` sets itself: the student schedules the robust controller's gains on sampled plants."""
+SETTING_KEYS = {
+    "history": ("env.history",),
+    "scale": ("env.residual_scale",),
+    "average": ("env.gain_average", "env.gain_excitation"),
+    "excitation": ("env.gain_excitation",),
+    "weights": ("env.gain_weights",),
+    "fallback_margin": ("model.fallback_margin",),
+}
+"""The adapt settings that set a key of the student's config: one the user gives on the command line goes over what a
+preset's sections set there."""
 
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def adapt_config(plant: str, controller: str, overrides: list[str], settings: AdaptSettings, preset: str | None = None):
+def adapt_config(
+    plant: str,
+    controller: str,
+    overrides: list[str],
+    settings: AdaptSettings,
+    preset: str | None = None,
+    chosen: frozenset[str] = frozenset(),
+):
     """The PPO run's config: a gain schedule of ``controller`` on ``plant`` sampled over its declared ranges, with a
     history and the fallback (``settings``' defaults where ``overrides`` leave them), the user's ``--set`` over it;
-    from ``preset``'s sections where it names one (what they set stands over the defaults)."""
+    from ``preset``'s sections where it names one (what they set stands over the defaults, but not over an adapt
+    setting the user gave: ``chosen``, its names)."""
     from rlpilot.config.load import load_preset_data
 
     given = {item.partition("=")[0].strip() for item in overrides}
@@ -59,6 +77,7 @@ def adapt_config(plant: str, controller: str, overrides: list[str], settings: Ad
     if preset is not None:
         data = load_preset_data(preset)
         given |= {f"{name}.{key}" for name, section in data.items() if isinstance(section, dict) for key in section}
+        given -= {key for name in chosen for key in SETTING_KEYS.get(name, ())}
     defaults = {
         "env.history": settings.history,
         "env.residual_scale": settings.scale,
@@ -83,13 +102,26 @@ default 1.5 decades: 1.41x)."""
 SLOPE_FLOOR = 0.01
 """The least cost growth a step counts (the oracle is searched on these episodes, so a step from it costs about 0 or
 more; a log ratio below this, noise, counts as this)."""
+SLOPE_CAP = math.log(100.0)
+"""The most cost growth a step counts: a step into instability (a cost 100 times the oracle's, or none finite) weighs
+as much as one 100 times worse, not without bound."""
+
+
+def _growth(cost: float, base: float) -> float:
+    """The log of ``cost / base`` within [:data:`SLOPE_FLOOR`, :data:`SLOPE_CAP`]; the cap where ``cost`` is not
+    finite, the floor where ``base`` is not a positive finite cost (nothing to measure against)."""
+    if not (math.isfinite(base) and base > 0):
+        return SLOPE_FLOOR
+    if not math.isfinite(cost):
+        return SLOPE_CAP
+    return min(max(math.log(cost / base) if cost > 0 else SLOPE_FLOOR, SLOPE_FLOOR), SLOPE_CAP)
 
 
 def cost_slopes(plain, controller: str, kwargs: dict, names: tuple[str, ...], scale: float, seeds, objective):
     """Per gain of ``names``, [short, past]: the log of the cost ratio of the controller built with ``kwargs`` (the
     oracle of ``plain``'s condition) with that gain moved :data:`SLOPE_STEP` of an action down or up, against its
-    own cost, on ``seeds``, over the step squared (at least :data:`SLOPE_FLOOR` over it). A gain ``kwargs`` lacks or
-    holds at 0 gets 1 either side."""
+    own cost, on ``seeds``, over the step squared (:func:`_growth`: between :data:`SLOPE_FLOOR` and
+    :data:`SLOPE_CAP` over it). A gain ``kwargs`` lacks or holds at 0 gets 1 either side."""
     candidates, moved = [kwargs], []
     for name in names:
         if isinstance(kwargs.get(name), (int, float)) and kwargs[name] > 0:
@@ -101,7 +133,7 @@ def cost_slopes(plain, controller: str, kwargs: dict, names: tuple[str, ...], sc
     slopes = {name: [1.0, 1.0] for name in names}
     for index, name in enumerate(moved):
         short, past = costs[1 + 2 * index : 3 + 2 * index]
-        slopes[name] = [max(math.log(c / costs[0]), SLOPE_FLOOR) / SLOPE_STEP**2 for c in (short, past)]
+        slopes[name] = [_growth(c, costs[0]) / SLOPE_STEP**2 for c in (short, past)]
     return [slopes[name] for name in names]
 
 
@@ -151,6 +183,9 @@ def teacher_table(
         _say(f"robust reference: {robust.evaluated} candidates in {robust.seconds:.0f} s")
     names = gain_names(env_cfg, controller, {**fixed, **table.robust})
     table.conditions = draw_conditions(declared, settings.conditions, settings.seed)
+    step = env_cfg.residual_scale * SLOPE_STEP  # decades a slope's step moves a gain: another scale, other slopes
+    if settings.shaped and table.slope_step != step:
+        table.slopes, table.slope_step = {}, step
     batch, rounds, refine = BUDGETS[settings.search]
     for index, (name, condition) in enumerate(table.conditions.items(), start=1):
         if name not in table.oracles:
@@ -202,6 +237,7 @@ def train_adapt(
     show_progress: bool = True,
     origin: dict | None = None,
     preset: str | None = None,
+    chosen: frozenset[str] = frozenset(),
 ) -> Run:
     """The three stages (module docstring); the run directory of the student (from ``preset``'s sections where it
     names one: ``rlpilot train PRESET`` of a preset with an ``adapt`` section)."""
@@ -209,7 +245,7 @@ def train_adapt(
 
     if not space:
         raise UserError("train adapt: name the controller arguments the references search, --param kp=0.1:100:log")
-    config = adapt_config(plant, controller, overrides, settings, preset)
+    config = adapt_config(plant, controller, overrides, settings, preset, chosen)
     declared = declaration(replace(config.env, condition_sampled=False), option="train adapt")
     gain_names(config.env, controller, fixed)  # before any tuning: a controller without gains is one line now
     cache = Path(run_root) / "adapt-teachers" / f"{plant.replace(':', '-').replace('/', '-')}.json"

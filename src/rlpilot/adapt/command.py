@@ -37,12 +37,14 @@ def run(args: argparse.Namespace, preset: str | None = None) -> int:
                 "--controller NAME --param KEY=LOW:HIGH[:log]"
             )
         section = preset_adapt(preset)
-        args.env, args.controller = load_preset_data(preset)["env"]["id"], section["controller"]
+        args.env, args.controller = load_preset_data(preset).get("env", {}).get("id"), section["controller"]
         args.param = section["params"]
         preset_items = [f"adapt.{key}={json.dumps(value)}" for key, value in section.get("settings", {}).items()]
     if not args.env or not args.controller:
         raise UserError(f"train adapt needs a plant and your controller: {USAGE}")
-    settings = read_settings([*preset_items, *(item for item in args.set if item.strip().startswith("adapt."))])
+    given = [item for item in args.set if item.strip().startswith("adapt.")]
+    settings = read_settings([*preset_items, *given])
+    chosen = frozenset(item.partition("=")[0].strip().removeprefix("adapt.") for item in given)
     overrides = [item for item in args.set if not item.strip().startswith("adapt.")]
     overrides += [f"train.seed={args.seed}"] * (args.seed is not None)
     overrides += [f"train.device={args.device}"] * (args.device is not None)
@@ -74,6 +76,7 @@ def run(args: argparse.Namespace, preset: str | None = None) -> int:
         show_progress=not args.quiet,
         origin=origin,
         preset=preset,
+        chosen=chosen,
     )
     meta = run.meta()
     print(f"status: {run.status}{': ' + meta['reason'] if meta.get('reason') else ''}")

@@ -95,8 +95,8 @@ class AdaptSettings:
     label, against the oracle's own (measured on the tuning episodes, cached with the table), over the step squared;
     the side the estimate lies on chooses which. Where its history cannot tell plants apart, the student settles on
     the gains that cost the plants it confuses least in sum (to second order), not on the mean of their labels:
-    past a delayed arm's oracle gains it stays far more careful than past a nominal arm's. Each plant's weights are
-    scaled to a mean of 1 over the table. Off by default."""
+    past a delayed arm's oracle gains it stays far more careful than past a nominal arm's. Each gain's weights are
+    scaled to a mean of 1 over the table's plants and both sides. Off by default."""
     early: int = between(0, 0, 100_000)
     """The first ``early`` steps of every episode weigh, in the regression, as much as the rest of it together (each
     sample ``(length - early) / early`` times, ``length`` the DAgger horizon; 0: every step alike). An episode's

@@ -74,6 +74,9 @@ class TeacherTable:
     slopes: dict[str, list[list[float]]] = field(default_factory=dict)
     """Condition label -> per gain, [short, past]: how fast the plant's cost grows with the gain below and above its
     oracle's (``adapt.shaped``: :func:`rlpilot.adapt.cost_slopes`)."""
+    slope_step: float = 0.0
+    """Decades the slopes' step moved each gain (``env.residual_scale`` x :data:`rlpilot.adapt.SLOPE_STEP`): slopes
+    measured with another are measured again."""
     seconds: float = 0.0
     """Seconds spent tuning the oracles (cached ones count what they cost when tuned)."""
 
