@@ -31,8 +31,7 @@ from rlpilot.play.trust import require_trust
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
-    from rlpilot.adapt.settings import AdaptSettings
-    from rlpilot.config.load import load_config, preset_adapt, preset_names
+    from rlpilot.config.load import load_config, preset_adapt, preset_names  # torch-free (rlpilot.adapt is not)
 
     rows = []
     for name in preset_names():
@@ -43,7 +42,7 @@ def _cmd_presets(args: argparse.Namespace) -> int:
         if (section := preset_adapt(name)) is not None:  # trains by train adapt: its budget is DAgger's iterations
             algo, budget = (
                 f"adapt ({config.algo})",
-                f"{section.get('settings', {}).get('iterations', AdaptSettings().iterations)} DAgger it.",
+                f"{section.get('settings', {}).get('iterations', 'default')} DAgger it.",
             )
         rows.append((name, algo if section else config.algo, config.subject, budget, solved))
     header = ("preset", "algo", "env / task", "budget (frames)", "solved at")
