@@ -169,7 +169,7 @@ def test_under_gain_average_the_student_weighs_its_estimates_by_how_sure_it_is()
         inputs[:2048, 0], inputs[2048:, 0] = inputs[:2048, 0].abs(), -inputs[2048:, 0].abs()
         known = inputs[:, 0] > 0
         labels = torch.where(known[:, None], 0.3, 0.3 + 0.3 * torch.randn(4096, 3, generator=generator))
-        dagger.inputs, dagger.labels, dagger.plants = [inputs], [labels], [torch.zeros(4096, dtype=torch.long)]
+        dagger.inputs, dagger.labels = [inputs], [labels]
         dagger.regress()
         with torch.no_grad():
             out = dagger.algo.greedy_module(dagger.normalised(inputs))

@@ -75,7 +75,6 @@ class DaggerTrainable:
         self.table_seconds = table.seconds
         self.inputs: list[torch.Tensor] = []
         self.labels: list[torch.Tensor] = []
-        self.plants: list[torch.Tensor] = []  # the env (and so the plant) of each sample
         self.steps: list[torch.Tensor] = []  # the step of its episode each sample was seen at
         self.iteration = 0
         self.obs_norm: dict | None = None
@@ -130,7 +129,6 @@ class DaggerTrainable:
         return {
             "observations": torch.cat(observations),
             "labels": torch.cat(labels),
-            "plants": torch.arange(count).repeat(len(observations)),
             "steps": torch.cat(steps),
             "returns": finished_returns,
             "lengths": finished_lengths,
@@ -140,7 +138,8 @@ class DaggerTrainable:
     def regress(self) -> float:
         """The student fitted to every label so far (the normaliser and the envelope first refitted): ``epochs``
         passes over it, or ``samples`` drawn from it; the mean squared error of its final pass."""
-        observations, labels, plants = torch.cat(self.inputs), torch.cat(self.labels), torch.cat(self.plants)
+        observations, labels = torch.cat(self.inputs), torch.cat(self.labels)
+        plants = torch.arange(len(labels)) % self.vector_env.num_envs  # every rollout: one row of all envs a step
         early = self.settings.early
         weights = torch.ones(len(labels))
         if early:  # the first steps of an episode weigh as much as the rest of it together
@@ -215,7 +214,6 @@ class DaggerTrainable:
             metrics["dagger/fallback_share"] = played["fallback_share"]
         self.inputs.append(played["observations"])
         self.labels.append(played["labels"])
-        self.plants.append(played["plants"])
         self.steps.append(played["steps"])
         metrics["loss/regression"] = self.regress()
         metrics["dagger/samples"] = float(sum(len(x) for x in self.inputs))
