@@ -28,6 +28,7 @@ TINY = [
     for item in ("conditions=3", "tuning_episodes=1", "robust_episodes=2", "search=quick", "robust_search=quick")
 ]
 TINY += [f"adapt.{item}" for item in ("iterations=2", "episodes=1", "epochs=5", "caution=10")]  # the arm's
+TINY += ["adapt.workers=2"]  # the teacher's process pool (its oracles: test_the_teachers_pool_finds_...)
 TINY += ["env.max_episode_steps=50", "train.eval_episodes=2"]
 FAR = {"gain": 300.0, "dead_time": 30}
 """Five times the declared gain range's top, a dead time 2.5 times its longest: a plant the student never saw."""
@@ -104,6 +105,40 @@ def test_the_students_fallback_is_the_robust_reference_compare_measures_it_again
     assert main(argv) == 0
     robust = json.loads((out / "compare.json").read_text())["references"]["robust"]["kwargs"]
     assert robust == json.loads((adapt_run / "teacher.json").read_text())["robust"]
+
+
+def test_the_teachers_pool_finds_the_oracles_one_process_finds(adapt_run):
+    """Each plant's oracle, searched in a worker of the teacher's pool (``adapt.workers=2``), is the one the same
+    search finds here in this process: the table does not depend on the processes."""
+    from dataclasses import replace
+
+    from rlpilot.adapt import tune_condition
+    from rlpilot.runs import load_run
+    from rlpilot.reference.search import BUDGETS
+    from rlpilot.tune.controller import controller_space
+
+    teacher = json.loads((adapt_run / "teacher.json").read_text())
+    env = load_run(adapt_run).config().env
+    plain = replace(env, base_controller="none", history=0, normalize_obs=False, condition_sampled=False)
+    space = controller_space([SPACE[i] for i in range(1, len(SPACE), 2)])
+    start = {p.key: teacher["robust"][p.key] for p in space}
+    name = "slow"
+    found = tune_condition(
+        plain,
+        PID,
+        space,
+        {},
+        name,
+        teacher["conditions"][name],
+        [0],
+        start,
+        BUDGETS["quick"],
+        None,
+        ("kp",),
+        1.5,
+        False,
+    )
+    assert found["oracle"] == teacher["oracles"][name] and found["evaluated"] > 0 and found["slopes"] is None
 
 
 def test_bad_input_is_one_line(capsys, tmp_path):

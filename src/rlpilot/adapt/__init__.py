@@ -25,6 +25,7 @@ from pathlib import Path
 from rlpilot.adapt.dagger import DaggerTrainable
 from rlpilot.adapt.settings import AdaptSettings
 from rlpilot.adapt.teacher import TABLE_FILE, TeacherTable, draw_conditions, identity, label
+from rlpilot.arguments import CORES
 from rlpilot.common.errors import UserError
 from rlpilot.config.load import load_config
 from rlpilot.control.trainable import ControlTrainable
@@ -150,6 +151,33 @@ def gain_names(env_cfg, controller: str, fixed: dict) -> tuple[str, ...]:
     return names
 
 
+def tune_condition(
+    plain, controller, space, fixed, name, condition, seeds, start, budget, oracle, names, scale, slopes
+) -> dict:
+    """One plant of the teacher's table: its oracle searched from ``start`` (``oracle``, the cached one, where it is
+    not ``None``) and, ``slopes``, the cost's growth around it (:func:`cost_slopes`, gains moved in decades of
+    ``scale``). A module function: the teacher's process pool calls it in a worker, one thread each (the processes
+    are the parallelism)."""
+    import multiprocessing
+
+    import torch
+
+    if multiprocessing.parent_process() is not None:  # a worker of the pool, beside the others
+        torch.set_num_threads(1)
+    objective, started, evaluated = Objective(), time.perf_counter(), 0
+    if oracle is None:
+        found = tune_reference(
+            plain, controller, space, fixed, kind="oracle", condition_name=name, condition=condition, seeds=seeds,
+            objective=objective, starts=[start], batch=budget[0], rounds=budget[1], refine_rounds=budget[2],
+        )  # fmt: skip
+        oracle, evaluated = found.kwargs, found.evaluated
+    result = {"oracle": oracle, "evaluated": evaluated, "seconds": time.perf_counter() - started, "slopes": None}
+    if slopes:
+        plant = replace(plain, condition=condition)
+        result["slopes"] = cost_slopes(plant, controller, {**fixed, **oracle}, names, scale, seeds, objective)
+    return result
+
+
 def teacher_table(
     env_cfg, controller: str, space: list[Param], fixed: dict, settings: AdaptSettings, cache: Path, declared
 ) -> TeacherTable:
@@ -186,30 +214,47 @@ def teacher_table(
     step = env_cfg.residual_scale * SLOPE_STEP  # decades a slope's step moves a gain: another scale, other slopes
     if settings.shaped and table.slope_step != step:
         table.slopes, table.slope_step = {}, step
-    batch, rounds, refine = BUDGETS[settings.search]
-    for index, (name, condition) in enumerate(table.conditions.items(), start=1):
-        if name not in table.oracles:
-            started = time.perf_counter()
-            oracle = tune_reference(
-                plain, controller, space, fixed, kind="oracle", condition_name=name, condition=condition, seeds=seeds,
-                objective=objective, starts=[{k: table.robust[k] for k in keys}], batch=batch, rounds=rounds,
-                refine_rounds=refine,
-            )  # fmt: skip
-            table.oracles[name], table.seconds = oracle.kwargs, table.seconds + time.perf_counter() - started
-            table.save(cache)
-            _say(
-                f"[{index}/{len(table.conditions)}] oracle {name}: {oracle.evaluated} candidates "
-                f"in {oracle.seconds:.0f} s"
-            )
+    budget = BUDGETS[settings.search]
+    start = {k: table.robust[k] for k in keys}
+    jobs = [
+        (name, condition, settings.shaped and name not in table.slopes)
+        for name, condition in table.conditions.items()
+        if name not in table.oracles or (settings.shaped and name not in table.slopes)
+    ]
+    calls = [
+        (
+            tune_condition,
+            (plain, controller, space, fixed, name, condition, seeds, start, budget, table.oracles.get(name), names)
+            + (env_cfg.residual_scale, slopes),
+        )
+        for name, condition, slopes in jobs
+    ]
+    count, last = len(table.conditions), [time.perf_counter()]
+    order = list(table.conditions)
+
+    def keep(index: int, found: dict) -> None:  # in this process, as each plant's search ends: cached at once
+        name = jobs[index][0]
+        table.oracles[name] = found["oracle"]
+        if found["slopes"] is not None:
+            table.slopes[name] = found["slopes"]
+        now = time.perf_counter()  # the teacher's cost is the time waited for it, whatever the processes
+        table.seconds, last[0] = table.seconds + now - last[0], now
+        table.save(cache)
+        if found["evaluated"]:
+            where = f"[{order.index(name) + 1}/{count}] oracle {name}"
+            _say(f"{where}: {found['evaluated']} candidates in {found['seconds']:.0f} s")
+
+    workers = min(settings.workers or CORES, len(calls))
+    if workers > 1:
+        from rlpilot.sweep import run_in_processes
+
+        _say(f"teacher: {len(calls)} plants to tune on {workers} processes")
+        run_in_processes(calls, workers, on_result=keep)
+    else:
+        for index, (function, args) in enumerate(calls):
+            keep(index, function(*args))
+    for name in table.conditions:
         table.labels[name] = label(table.oracles[name], table.robust, names, env_cfg.residual_scale)
-        if settings.shaped and name not in table.slopes:
-            started = time.perf_counter()
-            table.slopes[name] = cost_slopes(
-                replace(plain, condition=condition), controller, {**fixed, **table.oracles[name]}, names,
-                env_cfg.residual_scale, seeds, objective,
-            )  # fmt: skip
-            table.seconds += time.perf_counter() - started
-            table.save(cache)
     table.save(cache)
     return table
 

@@ -29,6 +29,10 @@ class AdaptSettings:
     oracle on 3 of 5 named plants (``quick``: 2), its 24 searches taking 451 s on one core (docs/adapt.md)."""
     robust_search: str = dataclasses.field(default="fine", metadata={"choices": ("quick", "fine")})
     """How long the robust reference searches: ``fine`` by default, it is the fallback, tuned once."""
+    workers: int = between(0, 0, 256)
+    """Processes the teacher's oracles are searched on, side by side, one plant each at a time (0: one per core). The
+    oracles do not depend on it (each plant's search is seeded alone); the teacher's cost counted is the time waited
+    for them."""
     history: int = between(32, 1, 64)
     """``env.history`` of the student when ``--set env.history`` does not set it: the steps of [observation, action]
     it identifies the plant from (on the heated tank, whose time constants run to 150 s: 4 steps left the student
