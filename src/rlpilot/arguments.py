@@ -417,6 +417,7 @@ def compare_arguments(verbs) -> None:
             seed(10_000, "evaluation episode i plays seed + i"),
             out("folder of the answer (default runs/compare-ENV); a rerun reuses its references"),
             trust_code("you trust these runs and artifacts (docs/eval.md)"),
+            workers(CORES, "processes the oracles are searched on side by side (default: cores)"),
         ],
     )
     p.add_argument("--run", action="append", default=[], metavar="RUN", help="a trained run as a row (repeatable)")

@@ -41,7 +41,7 @@ def compared(tmp_path_factory):
     try:
         argv = ["compare", TANK, "--controller", PID, *SPACE, "--condition", "nominal"]
         argv += ["--condition", "slow-load:time_constant=200,load=10", "--condition", "sampled", *SMALL]
-        argv += ["--also", "random"]
+        argv += ["--also", "random", "--workers", "2"]  # the two oracles side by side (a test below: one process)
         assert main([*argv, "--out", str(out)]) == 0
     finally:
         sys.path.remove(str(EXAMPLES))
@@ -103,6 +103,21 @@ def test_a_rerun_reuses_its_references(compared, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err.count("from ") == 3 and "tuning" not in err
     assert (out / "references.json").read_text() == before
+
+
+def test_oracles_searched_side_by_side_are_the_ones_one_process_finds(compared, tmp_path, capsys, monkeypatch):
+    """The fixture's oracles were searched on two processes; searched here one after the other (``--workers 1``),
+    every reference is the same, candidate for candidate."""
+    out, argv = compared
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    argv = [*argv[: argv.index("--workers")], "--workers", "1"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    assert "processes" not in capsys.readouterr().err
+    pooled, alone = (json.loads((folder / "references.json").read_text()) for folder in (out, tmp_path))
+    for entries in (pooled, alone):
+        for entry in entries.values():
+            entry.pop("seconds")
+    assert len(pooled) == 3 and pooled == alone
 
 
 @pytest.mark.parametrize(

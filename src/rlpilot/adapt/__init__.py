@@ -20,6 +20,7 @@ import shutil
 import sys
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from rlpilot.adapt.dagger import DaggerTrainable
@@ -30,7 +31,7 @@ from rlpilot.common.errors import UserError
 from rlpilot.config.load import load_config
 from rlpilot.control.trainable import ControlTrainable
 from rlpilot.loop.trainer import train
-from rlpilot.reference import controller_defaults, tune_reference
+from rlpilot.reference import controller_defaults, side_by_side, tune_reference
 from rlpilot.reference.play import Objective, play_candidates
 from rlpilot.reference.search import BUDGETS
 from rlpilot.runs import Run
@@ -156,14 +157,7 @@ def tune_condition(
 ) -> dict:
     """One plant of the teacher's table: its oracle searched from ``start`` (``oracle``, the cached one, where it is
     not ``None``) and, ``slopes``, the cost's growth around it (:func:`cost_slopes`, gains moved in decades of
-    ``scale``). A module function: the teacher's process pool calls it in a worker, one thread each (the processes
-    are the parallelism)."""
-    import multiprocessing
-
-    import torch
-
-    if multiprocessing.parent_process() is not None:  # a worker of the pool, beside the others
-        torch.set_num_threads(1)
+    ``scale``). A module function: the teacher's plants are searched side by side (:func:`side_by_side`)."""
     objective, started, evaluated = Objective(), time.perf_counter(), 0
     if oracle is None:
         found = tune_reference(
@@ -221,11 +215,23 @@ def teacher_table(
         for name, condition in table.conditions.items()
         if name not in table.oracles or (settings.shaped and name not in table.slopes)
     ]
+    scale, cached = env_cfg.residual_scale, table.oracles.get
     calls = [
-        (
+        partial(
             tune_condition,
-            (plain, controller, space, fixed, name, condition, seeds, start, budget, table.oracles.get(name), names)
-            + (env_cfg.residual_scale, slopes),
+            plain,
+            controller,
+            space,
+            fixed,
+            name,
+            condition,
+            seeds,
+            start,
+            budget,
+            cached(name),
+            names,
+            scale,
+            slopes,
         )
         for name, condition, slopes in jobs
     ]
@@ -246,13 +252,8 @@ def teacher_table(
 
     workers = min(settings.workers or CORES, len(calls))
     if workers > 1:
-        from rlpilot.sweep import run_in_processes
-
         _say(f"teacher: {len(calls)} plants to tune on {workers} processes")
-        run_in_processes(calls, workers, on_result=keep)
-    else:
-        for index, (function, args) in enumerate(calls):
-            keep(index, function(*args))
+    side_by_side(calls, workers, keep)
     for name in table.conditions:
         table.labels[name] = label(table.oracles[name], table.robust, names, env_cfg.residual_scale)
     table.save(cache)

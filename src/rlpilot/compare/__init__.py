@@ -21,6 +21,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ from rlpilot.compare.report import ORACLE, ROBUST, summarise, write_report
 from rlpilot.conditions import SAMPLED, Declared
 from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import EvalResult
-from rlpilot.reference import Reference, controller_defaults, tune_reference
+from rlpilot.reference import Reference, controller_defaults, side_by_side, tune_reference
 from rlpilot.reference.play import Objective, play_candidates
 from rlpilot.tune.space import Param
 
@@ -61,6 +62,8 @@ class Plan:
     refine_rounds: int = 12
     command: str = ""
     """The command line that asked (redacted), stamped into the answer."""
+    workers: int = 1
+    """Processes the oracles are searched on side by side (``--workers``; what they find does not depend on it)."""
 
     @property
     def seeds(self) -> list[int]:
@@ -130,40 +133,55 @@ def references(plan: Plan, out: Path) -> dict[str, Reference]:
         raise UserError(f"{cache_path}: {advice}")
     defaults = controller_defaults(plan.env.id, plan.controller, plan.fixed, plan.space)
     wanted = [(ROBUST, SAMPLED)] + [(ORACLE, label) for label in plan.conditions if label != SAMPLED]
+    keys = {p.key for p in plan.space}
     found: dict[str, Reference] = {}
+    missing: list[tuple[int, str, str, str]] = []
     for index, (kind, label) in enumerate(wanted, start=1):
         key = plan.identity(kind, label)
         name = ROBUST if kind == ROBUST else f"{ORACLE}/{label}"
-        if key in cache:
-            try:
-                found[name] = Reference(**cache[key])
-            except TypeError:
-                raise UserError(f"{cache_path}: {advice}") from None
-            _say(f"[{index}/{len(wanted)}] {name}: from {cache_path}")
+        if key not in cache:
+            missing.append((index, kind, label, key))
             continue
-        starts = [defaults] + ([found[ROBUST].kwargs] if ROBUST in found else [])
-        bar = _progress_bar(plan, f"[{index}/{len(wanted)}] tuning {name}")
-        reference = tune_reference(
-            plan.env,
-            plan.controller,
-            plan.space,
-            plan.fixed,
-            kind=kind,
-            condition_name=label,
-            condition=plan.conditions.get(label, {}) if kind == ORACLE else {},
-            seeds=plan.tuning_seeds,
-            objective=plan.objective,
-            starts=[{k: v for k, v in s.items() if k in {p.key for p in plan.space}} for s in starts],
-            batch=plan.batch,
-            rounds=plan.rounds,
-            refine_rounds=plan.refine_rounds,
-            progress=bar.update,
-        )
-        bar.close()
+        try:
+            found[name] = Reference(**cache[key])
+        except TypeError:
+            raise UserError(f"{cache_path}: {advice}") from None
+        _say(f"[{index}/{len(wanted)}] {name}: from {cache_path}")
+
+    def keep(job: tuple[int, str, str, str], reference: Reference) -> None:  # cached as each search ends
+        index, kind, label, key = job
+        name = ROBUST if kind == ROBUST else f"{ORACLE}/{label}"
         _say(f"[{index}/{len(wanted)}] {name}: {reference.evaluated} candidates in {reference.seconds:.0f} s")
         found[name] = reference
         cache[key] = reference.as_dict()
         atomic_write(cache_path, dumps(cache))
+
+    def call(job: tuple[int, str, str, str], progress=None):
+        index, kind, label, _ = job
+        starts = [defaults] + ([found[ROBUST].kwargs] if ROBUST in found else [])
+        return partial(
+            tune_reference, plan.env, plan.controller, plan.space, plan.fixed, kind=kind, condition_name=label,
+            condition=plan.conditions.get(label, {}) if kind == ORACLE else {}, seeds=plan.tuning_seeds,
+            objective=plan.objective, starts=[{k: v for k, v in s.items() if k in keys} for s in starts],
+            batch=plan.batch, rounds=plan.rounds, refine_rounds=plan.refine_rounds, progress=progress,
+        )  # fmt: skip
+
+    def here(job: tuple[int, str, str, str]) -> None:  # one search in this process, its bar on a terminal
+        index, kind, label, _ = job
+        bar = _progress_bar(plan, f"[{index}/{len(wanted)}] tuning {ROBUST if kind == ROBUST else f'{ORACLE}/{label}'}")
+        reference = call(job, bar.update)()
+        bar.close()
+        keep(job, reference)
+
+    if missing and missing[0][1] == ROBUST:  # the robust reference first: every oracle's search starts from it too
+        here(missing.pop(0))
+    workers = min(plan.workers, len(missing))
+    if workers > 1:
+        _say(f"tuning {len(missing)} oracles on {workers} processes")
+        side_by_side([call(job) for job in missing], workers, lambda i, reference: keep(missing[i], reference))
+    else:
+        for job in missing:
+            here(job)
     return found
 
 

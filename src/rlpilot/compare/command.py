@@ -54,6 +54,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         others=list(args.also),
         episodes=args.episodes,
         seed=args.seed,
+        workers=args.workers,
         tuning_episodes=args.tuning_episodes,
         tuning_seed=args.tuning_seed,
         objective=Objective(args.score, args.effort_weight),

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numbers
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rlpilot.config.sections import EnvConfig
 from rlpilot.reference.play import Objective, play_candidates
@@ -100,3 +102,31 @@ def tune_reference(
         time.perf_counter() - started,
         found.edge,
     )
+
+
+def _one_thread(call: Callable[[], Any]) -> Any:
+    """``call()`` in a worker of :func:`side_by_side`'s pool: one torch thread there (the processes are the
+    parallelism, and two threads each on a core apiece only fight)."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        import torch
+
+        torch.set_num_threads(1)
+    return call()
+
+
+def side_by_side(calls: list[Callable[[], Any]], workers: int, on_result: Callable[[int, Any], None]) -> None:
+    """Each of ``calls`` (picklable, no arguments: ``functools.partial(tune_reference, ...)``) on at most ``workers``
+    processes at once, ``on_result(index, result)`` here as each ends (what searched is kept at once: a stop loses
+    only the searches under way); with one worker, or one call, here in order. Searches are seeded each alone, so
+    what they find does not depend on ``workers``. The pool is :func:`rlpilot.sweep.run_in_processes` (spawned,
+    stopped with this process)."""
+    workers = min(workers, len(calls))
+    if workers <= 1:
+        for index, call in enumerate(calls):
+            on_result(index, call())
+        return
+    from rlpilot.sweep import run_in_processes
+
+    run_in_processes([(_one_thread, (call,)) for call in calls], workers, on_result=on_result)
