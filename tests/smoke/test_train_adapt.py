@@ -29,7 +29,7 @@ TINY = [
 ]
 TINY += [f"adapt.{item}" for item in ("iterations=2", "episodes=1", "epochs=5", "caution=10")]  # the arm's
 TINY += ["adapt.workers=2"]  # the teacher's process pool (its oracles: test_the_teachers_pool_finds_...)
-TINY += ["env.max_episode_steps=50", "train.eval_episodes=2"]
+TINY += ["env.max_episode_steps=50", "train.eval_episodes=2", "train.num_threads=1"]
 FAR = {"gain": 300.0, "dead_time": 30}
 """Five times the declared gain range's top, a dead time 2.5 times its longest: a plant the student never saw."""
 
@@ -113,8 +113,8 @@ def test_the_teachers_pool_finds_the_oracles_one_process_finds(adapt_run):
     from dataclasses import replace
 
     from rlpilot.adapt import tune_condition
-    from rlpilot.runs import load_run
     from rlpilot.reference.search import BUDGETS
+    from rlpilot.runs import load_run
     from rlpilot.tune.controller import controller_space
 
     teacher = json.loads((adapt_run / "teacher.json").read_text())

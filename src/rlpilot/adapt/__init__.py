@@ -41,6 +41,10 @@ STUDENT_LAYERS = "[256, 256]"
 """The student's (and its critic's) layers where ``--set model.hidden_sizes`` does not set them. With 4 episodes a
 plant and the average over the episode, the heated tank's student went from 1.05-4.68x the fine oracle on its named
 plants to 1.01-2.74x (docs/replace-pid.md's answers, before and after)."""
+STUDENT_THREADS = min(CORES, 2)
+"""torch threads of the student's run where ``--set train.num_threads`` does not set them: DAgger's cost is its
+regression (a 256-256 network on 32 steps of history), which two threads took 1.7x faster than one on this idle
+2-core machine (4.0 to 2.4 ms a minibatch of 256); more threads are not measured."""
 FIXED = ("env.base_controller", "env.base_controller_kwargs", "env.residual_mode", "env.condition_sampled")
 """What ``train adapt`` sets itself: the student schedules the robust controller's gains on sampled plants."""
 SETTING_KEYS = {
@@ -90,6 +94,7 @@ def adapt_config(
         "model.fallback_margin": settings.fallback_margin,
         "env.normalize_obs": "true",
         "env.backend": "sync",
+        "train.num_threads": STUDENT_THREADS,
     }
     items = [f"{key}={value}" for key, value in defaults.items() if key not in given]
     items += [f"env.base_controller={controller}", "env.residual_mode=gains", "env.condition_sampled=true"]
