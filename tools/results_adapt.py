@@ -1,7 +1,8 @@
 """docs/adapt.md's generated blocks: ``adapt_first_step``, what the first step of an episode costs any controller that
 must learn the plant from history (``benchmarks/adapt_first_step.py``), per plant, from its newest
 ``benchmarks/results/adapt_first_step-PLANT-*.json``; ``adapt_identify``, how much the first steps tell about the arm
-(``benchmarks/adapt_identify.py``, its newest ``adapt_identify-arm-*.json``). tools/gen_results.py runs this."""
+(``benchmarks/adapt_identify.py``, its newest ``adapt_identify-arm-*.json``); ``adapt_cost``, what each plant's
+command costs from nothing cached (``benchmarks/adapt_cost.py``). tools/gen_results.py runs this."""
 
 from __future__ import annotations
 
@@ -84,6 +85,26 @@ def identify_table() -> str | None:
     )
 
 
+def cost_table() -> str | None:
+    """What each plant's documented ``train adapt`` command costs from nothing cached (``benchmarks/adapt_cost.py``)."""
+    path = results_figures.newest("adapt_cost-*.json")
+    if path is None:
+        return None
+    data = json.loads(Path(path).read_text())
+    lines = [
+        "| plant | whole process | teacher (robust + oracles) | DAgger and its evaluations | plants | frames |",
+        "|---|---|---|---|---|---|",
+    ]
+    for plant, found in data["plants"].items():
+        lines.append(
+            f"| {PLANTS.get(plant, plant)} | {found['whole_s'] / 60:.1f} min | {found['teacher_s']:.0f} s | "
+            f"{found['training_s']:.0f} s | {found['conditions']} | {found['frames']:,} |"
+        )
+    commands = "; ".join(f"{plant}: `{found['command']}`" for plant, found in data["plants"].items())
+    what = f"{data['cores']} cores, one command at a time, each from an empty runs folder"
+    return "\n".join(lines) + f"\n\nThe commands: {commands}. Source: " + _source(Path(path), data, what) + "."
+
+
 def tables() -> dict[str, str]:
-    found = {"adapt_first_step": first_step_table(), "adapt_identify": identify_table()}
+    found = {"adapt_first_step": first_step_table(), "adapt_identify": identify_table(), "adapt_cost": cost_table()}
     return {name: table for name, table in found.items() if table}
