@@ -41,7 +41,7 @@ def compared(tmp_path_factory):
     try:
         argv = ["compare", TANK, "--controller", PID, *SPACE, "--condition", "nominal"]
         argv += ["--condition", "slow-load:time_constant=200,load=10", "--condition", "sampled", *SMALL]
-        argv += ["--also", "random", "--workers", "2"]  # the two oracles side by side (a test below: one process)
+        argv += ["--also", "random", "--workers", "1"]  # one process (the pool: a test below)
         assert main([*argv, "--out", str(out)]) == 0
     finally:
         sys.path.remove(str(EXAMPLES))
@@ -105,19 +105,31 @@ def test_a_rerun_reuses_its_references(compared, capsys, monkeypatch):
     assert (out / "references.json").read_text() == before
 
 
-def test_oracles_searched_side_by_side_are_the_ones_one_process_finds(compared, tmp_path, capsys, monkeypatch):
-    """The fixture's oracles were searched on two processes; searched here one after the other (``--workers 1``),
-    every reference is the same, candidate for candidate."""
-    out, argv = compared
+def test_oracles_searched_side_by_side_are_the_ones_one_process_finds(tmp_path, monkeypatch, capsys):
+    """A plan's two oracles searched on two processes (``--workers 2``) and one after the other in this process are
+    the same, candidate for candidate, each cached under the same key (short episodes: the search is what counts)."""
+    from rlpilot.check import env_config
+    from rlpilot.compare import Plan, conditions_of, references
+    from rlpilot.envs.make import declaration
+    from rlpilot.reference.search import BUDGETS
+    from rlpilot.tune.controller import controller_space
+
     monkeypatch.syspath_prepend(str(EXAMPLES))
-    argv = [*argv[: argv.index("--workers")], "--workers", "1"]
-    assert main([*argv, "--out", str(tmp_path)]) == 0
-    assert "processes" not in capsys.readouterr().err
-    pooled, alone = (json.loads((folder / "references.json").read_text()) for folder in (out, tmp_path))
-    for entries in (pooled, alone):
-        for entry in entries.values():
+    env = env_config(TANK, ["env.max_episode_steps=40"])
+    conditions = conditions_of(declaration(env), ["nominal", "slow-load:time_constant=200,load=10"])
+    batch, rounds, refine = BUDGETS["quick"]
+    found = {}
+    for workers in (2, 1):
+        plan = Plan(
+            env=env, controller=PID, space=controller_space(SPACE[1::2]), fixed={}, conditions=conditions,
+            tuning_episodes=1, batch=batch, rounds=rounds, refine_rounds=refine, workers=workers,
+        )  # fmt: skip
+        references(plan, tmp_path / str(workers))
+        found[workers] = json.loads((tmp_path / str(workers) / "references.json").read_text())
+        for entry in found[workers].values():
             entry.pop("seconds")
-    assert len(pooled) == 3 and pooled == alone
+    assert "tuning 2 oracles on 2 processes" in capsys.readouterr().err
+    assert len(found[2]) == 3 and found[2] == found[1]
 
 
 @pytest.mark.parametrize(

@@ -206,7 +206,7 @@ ADAPT_SETS = [
     for item in ("conditions=1", "tuning_episodes=1", "robust_episodes=1", "search=quick", "robust_search=quick")
 ]
 ADAPT_SETS += ["adapt.iterations=1", "adapt.episodes=1", "adapt.epochs=1", "adapt.samples=0"]
-ADAPT_SETS += ["env.max_episode_steps=20"]
+ADAPT_SETS += ["env.max_episode_steps=20", "train.num_threads=1"]
 """``train adapt`` (and ``train PRESET`` of a preset with an ``adapt`` section) builds its own budget (no
 ``--frames``): one plant, one short episode, one DAgger iteration of one pass (``adapt.samples=0``: a sample count the
 page or the preset sets would replace the one epoch)."""
