@@ -56,7 +56,8 @@ BUDGET = {
     "bench": [("--seeds", "1")],
     "tune": [("--trials", "2"), ("--seeds-per-trial", "1"), ("--episodes", "2"), ("--check-seeds", "1"),
              ("--check-episodes", "2")],
-    "compare": [("--episodes", "2"), ("--tuning-episodes", "1"), ("--search", "quick"), ("--condition", "nominal")],
+    "compare": [("--episodes", "2"), ("--tuning-episodes", "1"), ("--search", "quick"), ("--condition", "nominal"),
+                ("--workers", "1")],  # one process: two test processes already share the cores
 }  # fmt: skip
 """The small budget each verb gets: the option set (replaced when the command gives it)."""
 BUDGET_SETS = {
