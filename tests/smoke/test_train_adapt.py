@@ -124,20 +124,9 @@ def test_the_teachers_pool_finds_the_oracles_one_process_finds(adapt_run):
     start = {p.key: teacher["robust"][p.key] for p in space}
     name = "slow"
     found = tune_condition(
-        plain,
-        PID,
-        space,
-        {},
-        name,
-        teacher["conditions"][name],
-        [0],
-        start,
-        BUDGETS["quick"],
-        None,
-        ("kp",),
-        1.5,
-        False,
-    )
+        plain, PID, space, {}, name, teacher["conditions"][name], None, False, seeds=[0], start=start,
+        budget=BUDGETS["quick"], names=("kp",), scale=1.5,
+    )  # fmt: skip
     assert found["oracle"] == teacher["oracles"][name] and found["evaluated"] > 0 and found["slopes"] is None
 
 

@@ -158,7 +158,7 @@ def gain_names(env_cfg, controller: str, fixed: dict) -> tuple[str, ...]:
 
 
 def tune_condition(
-    plain, controller, space, fixed, name, condition, seeds, start, budget, oracle, names, scale, slopes
+    plain, controller, space, fixed, name, condition, oracle, slopes, *, seeds, start, budget, names, scale
 ) -> dict:
     """One plant of the teacher's table: its oracle searched from ``start`` (``oracle``, the cached one, where it is
     not ``None``) and, ``slopes``, the cost's growth around it (:func:`cost_slopes`, gains moved in decades of
@@ -220,26 +220,11 @@ def teacher_table(
         for name, condition in table.conditions.items()
         if name not in table.oracles or (settings.shaped and name not in table.slopes)
     ]
-    scale, cached = env_cfg.residual_scale, table.oracles.get
-    calls = [
-        partial(
-            tune_condition,
-            plain,
-            controller,
-            space,
-            fixed,
-            name,
-            condition,
-            seeds,
-            start,
-            budget,
-            cached(name),
-            names,
-            scale,
-            slopes,
-        )
-        for name, condition, slopes in jobs
-    ]
+    plant = partial(  # what every plant's search shares
+        tune_condition, plain, controller, space, fixed, seeds=seeds, start=start, budget=budget, names=names,
+        scale=env_cfg.residual_scale,
+    )  # fmt: skip
+    calls = [partial(plant, name, condition, table.oracles.get(name), slopes) for name, condition, slopes in jobs]
     count, last = len(table.conditions), [time.perf_counter()]
     order = list(table.conditions)
 
@@ -255,9 +240,9 @@ def teacher_table(
             where = f"[{order.index(name) + 1}/{count}] oracle {name}"
             _say(f"{where}: {found['evaluated']} candidates in {found['seconds']:.0f} s")
 
-    workers = min(settings.workers or CORES, len(calls))
-    if workers > 1:
-        _say(f"teacher: {len(calls)} plants to tune on {workers} processes")
+    workers = settings.workers or CORES
+    if min(workers, len(calls)) > 1:
+        _say(f"teacher: {len(calls)} plants to tune on {min(workers, len(calls))} processes")
     side_by_side(calls, workers, keep)
     for name in table.conditions:
         table.labels[name] = label(table.oracles[name], table.robust, names, env_cfg.residual_scale)
