@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rlpilot.runs import load_run
-from rlpilot.sweep import bootstrap, iqm, point_name, run_sweep
+from rlpilot.sweep import bootstrap, iqm, point_name, run_in_processes, run_sweep
 
 TINY = ["train.total_frames=2048", "train.eval_every_frames=1024", "train.eval_episodes=4"]
 
@@ -150,3 +150,36 @@ def test_bench_defaults_to_cpu_sized_control_presets():
     assert {"sac-pendulum", "td3-pendulum", "dqn-acrobot"} <= set(names)
     long = {"ppo-carracing", "ppo-lunarlander", "ppo-cartpole-gpu", "grpo-reverse", "sac-lunarlander-continuous"}
     assert not (long | {"sac-reacher", "ppo-minatar-breakout", "dqn-lunarlander"}) & set(names)
+
+
+def _worker_view(name: str) -> tuple[str | None, int, bool, int]:
+    """In a pool worker: the variable ``name`` as the worker sees it, its process, whether torch came preloaded
+    from the fork server, and its torch threads after one parallel operation (the fork left no broken pool)."""
+    already = "torch" in sys.modules
+    import torch
+
+    torch.set_num_threads(2)
+    torch.ones(256, 256) @ torch.ones(256, 256)
+    return os.environ.get(name), os.getpid(), already, torch.get_num_threads()
+
+
+def test_pool_workers_see_the_environment_as_it_is_now_and_start_with_torch_imported(monkeypatch):
+    """The pool's fork server starts with the first pool and keeps the environment of that moment; every worker
+    takes the parent's environment as it is when its pool starts (a variable set or removed in between is seen
+    so), starts with torch already imported, and runs torch's thread pool after the fork."""
+    name = "RLPILOT_TEST_POOL_VARIABLE"
+    views = []
+
+    def pool(count: int) -> list[tuple]:
+        results: dict[int, tuple] = {}
+        run_in_processes([(_worker_view, (name,))] * count, count, results.__setitem__)
+        views.extend(results.values())
+        return [results[index][0] for index in range(count)]
+
+    monkeypatch.setenv(name, "first")
+    assert pool(1) == ["first"]
+    monkeypatch.setenv(name, "second")
+    assert pool(2) == ["second", "second"]
+    monkeypatch.delenv(name)
+    assert pool(1) == [None]
+    assert all(view[1] != os.getpid() and view[2] and view[3] == 2 for view in views)

@@ -259,6 +259,7 @@ STRING_IMPORTS = {
     "rlpilot.envs.arm.env.register_envs), imported when used so that the registry stays torch-free",
     "rlpilot.envs.arm.env": "gymnasium's entry points (register_envs): gymnasium imports the env when it makes it",
     "rlpilot.loop.curve_helper": "its own name, for the helper process it starts (python -m)",
+    "rlpilot.sweep": "what its pool's fork server imports once (PRELOAD), for every worker it forks",
 }
 """The modules allowed to name an rlpilot module in a string, and why; nothing else does."""
 IMPORT_BY_NAME = {"rlpilot", "rlpilot.registry", "rlpilot.common.torchrl_import"}

@@ -120,8 +120,8 @@ def side_by_side(calls: list[Callable[[], Any]], workers: int, on_result: Callab
     """Each of ``calls`` (picklable, no arguments: ``functools.partial(tune_reference, ...)``) on at most ``workers``
     processes at once, ``on_result(index, result)`` here as each ends (what searched is kept at once: a stop loses
     only the searches under way); with one worker, or one call, here in order. Searches are seeded each alone, so
-    what they find does not depend on ``workers``. The pool is :func:`rlpilot.sweep.run_in_processes` (spawned,
-    stopped with this process)."""
+    what they find does not depend on ``workers``. The pool is :func:`rlpilot.sweep.run_in_processes` (forked from
+    a clean server, stopped with this process)."""
     workers = min(workers, len(calls))
     if workers <= 1:
         for index, call in enumerate(calls):
