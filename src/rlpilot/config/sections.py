@@ -67,18 +67,19 @@ class EnvConfig:
     ``None`` keeps the env's size."""
     grayscale: bool = False
     """Image observations: RGB frames to one gray channel (TorchRL's ``GrayScale``)."""
-    base_controller: str = checked("none", controller=("none", "pd", "pid", "adaptive-pd"))
+    base_controller: str = checked("none", controller=("none", "pd", "pid", "pd-ff", "adaptive-pd"))
     """Residual RL: a controller runs inside the env and the policy corrects it (``residual_mode``): ``pd`` /
     ``pid`` (the arm envs' inverse kinematics + PD with velocity feed-forward, + an anti-windup integral;
-    ``rlpilot.envs.arm.controllers``), ``adaptive-pd`` (the tracking arm's PD retuned every step from an online
-    identification of the arm; ``rlpilot.envs.arm.adaptive``) or your own, ``package.module:Class``, a
+    ``rlpilot.envs.arm.controllers``), ``pd-ff`` (the tracking arm's PD plus acceleration feed-forward, a third
+    gain ``ka``), ``adaptive-pd`` (the tracking arm's PD retuned every step from an online identification of the
+    arm; ``rlpilot.envs.arm.adaptive``) or your own, ``package.module:Class``, a
     ``torch.nn.Module`` following ``rlpilot.controllers.Controller`` (docs/your-controller.md). The policy's
     last layer starts at zero, so training starts at the controller's score; ``rlpilot export`` writes
     controller + policy as one artifact. ``none``: off."""
     base_controller_kwargs: dict = checked(factory=dict, finite_items=True)
     """Keyword arguments the base controller is built with (``{kp: 2.0, ki: 0.5}``): a user's controller's
-    constructor arguments, or the arm controllers' gains (``kp``, ``kd``, ``ki``; ``adaptive-pd``: its schedule's
-    and estimator's constants, ``rlpilot.envs.arm.adaptive.ADAPTIVE_GAINS``)."""
+    constructor arguments, or the arm controllers' gains (``kp``, ``kd``, ``ki``, ``ka``; ``adaptive-pd``: its
+    schedule's and estimator's constants, ``rlpilot.envs.arm.adaptive.ADAPTIVE_GAINS``)."""
     condition: dict = checked(factory=dict, finite_items=True)
     """Play every episode under this condition of the plant (``{load: 3.0, delay: 1}``): values for the uncertain
     parameters the env declares (``condition_ranges``; docs/conditions.md), passed at every reset; the ones not

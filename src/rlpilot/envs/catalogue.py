@@ -1,7 +1,7 @@
-"""The controllers by name: ``pd``, ``pid`` and ``adaptive-pd`` (the arm's, :mod:`rlpilot.envs.arm.controllers`
-and :mod:`rlpilot.envs.arm.adaptive`), a user's ``package.module:Class``, and ``random``; each built with its
-keyword arguments and checked against the protocol (:mod:`rlpilot.controllers`), and, for ``--controller``,
-against the vector env it acts on.
+"""The controllers by name: ``pd``, ``pid``, ``pd-ff`` and ``adaptive-pd`` (the arm's,
+:mod:`rlpilot.envs.arm.controllers` and :mod:`rlpilot.envs.arm.adaptive`), a user's ``package.module:Class``, and
+``random``; each built with its keyword arguments and checked against the protocol (:mod:`rlpilot.controllers`),
+and, for ``--controller``, against the vector env it acts on.
 
 The catalogue sits above the arm and imports it: the arm's controllers subclass the protocol's
 :class:`~rlpilot.controllers.Controller`, so the protocol stays below both and imports neither. Importing this
@@ -19,7 +19,7 @@ import torch
 from rlpilot.common.errors import UserError
 from rlpilot.controllers import GUIDE, CheckedController, check_controller, check_protocol, is_user_controller
 from rlpilot.envs.arm.adaptive import TrackAdaptivePD
-from rlpilot.envs.arm.controllers import ARM_IDS, TRACK_IDS, ReacherPD, TrackPD, TrackPID
+from rlpilot.envs.arm.controllers import ARM_IDS, TRACK_IDS, ReacherPD, TrackPD, TrackPDFF, TrackPID
 from rlpilot.registry import import_user_module
 
 
@@ -32,7 +32,7 @@ def random_policy(vector_action_space) -> Callable[[torch.Tensor], torch.Tensor]
     return act
 
 
-BUILT_IN = ("pd", "pid", "adaptive-pd")
+BUILT_IN = ("pd", "pid", "pd-ff", "adaptive-pd")
 """The built-in names: the arm's controllers (:func:`built_in` says which class each is, for which env)."""
 CONTROLLERS = (*BUILT_IN, "random")
 
@@ -44,14 +44,15 @@ def built_in(name: str, env_id: str) -> type | None:
     if env_id not in built_for(name):
         return None
     if env_id in TRACK_IDS:
-        return {"pd": TrackPD, "pid": TrackPID, "adaptive-pd": TrackAdaptivePD}[name]
+        return {"pd": TrackPD, "pid": TrackPID, "pd-ff": TrackPDFF, "adaptive-pd": TrackAdaptivePD}[name]
     return ReacherPD
 
 
 def built_for(name: str) -> tuple[str, ...]:
     """The env ids the arm's controller ``name`` is built for: ``adaptive-pd`` identifies the tracking arm's
-    dynamics (:mod:`rlpilot.envs.arm.adaptive`); ``pd`` and ``pid`` serve both arms."""
-    return TRACK_IDS if name == "adaptive-pd" else ARM_IDS
+    dynamics (:mod:`rlpilot.envs.arm.adaptive`) and ``pd-ff`` feeds its reference's acceleration forward (the
+    tracking arm's observation carries the reference's velocity); ``pd`` and ``pid`` serve both arms."""
+    return TRACK_IDS if name in ("adaptive-pd", "pd-ff") else ARM_IDS
 
 
 def base_controller(name: str, env_id: str, kwargs: dict | None = None):
@@ -98,8 +99,9 @@ def _construct(cls: type, name: str, kwargs: dict):
 def build_controller(
     name: str, env_id: str, vector_env, kwargs: dict | None = None
 ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The named controller (``random``, ``pd``, ``pid``, ``adaptive-pd`` or ``package.module:Class``) for the
-    vector env ``vector_env`` of ``env_id``, checked against its spaces; a clear error where it does not apply."""
+    """The named controller (``random``, ``pd``, ``pid``, ``pd-ff``, ``adaptive-pd`` or ``package.module:Class``)
+    for the vector env ``vector_env`` of ``env_id``, checked against its spaces; a clear error where it does not
+    apply."""
     if name == "random":
         return random_policy(vector_env.action_space)
     if name in BUILT_IN or is_user_controller(name):

@@ -18,6 +18,7 @@ docs/robot-arm.md).
 
 ``TrackPD`` / ``TrackPID`` (``rlpilot/ReacherTrack-v0``, :mod:`rlpilot.envs.arm.env`): IK of the moving
 reference plus velocity feed-forward through the arm's Jacobian, and (PID) an anti-windup integral.
+``TrackPDFF`` (``pd-ff``): the PD plus acceleration feed-forward, a control law beyond gains (docs/adapt.md).
 """
 
 from __future__ import annotations
@@ -137,6 +138,9 @@ class ReacherPD(Controller):
 # docs/robot-arm.md and benchmarks/results/arm_gains-2026-11-30.json.
 TRACK_GAINS = {"kp": 10.0, "kd": 0.2}
 TRACK_PID_GAINS = {**TRACK_GAINS, "ki": 1.0}
+TRACK_FF_GAINS = {**TRACK_GAINS, "ka": 0.005}
+"""``ka`` 0.005: the arm's inertia at a joint is mostly its motor's armature (1 kg·m², Reacher-v5's model), and one
+action unit is 200 N·m (gear 200): 1/200 action per rad/s² (not searched; ``--param ka=...`` searches it)."""
 
 
 class TrackPD(Controller):
@@ -155,12 +159,17 @@ class TrackPD(Controller):
         """Action per rad/s of joint-velocity error (desired from the reference's velocity)."""
 
     def errors(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        angle, dq_des = self.desired(observation)
+        return angle, dq_des - observation[:, 4:6]
+
+    @staticmethod
+    def desired(observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The joint-angle error towards IK(reference) and the joint velocity that moves the fingertip with it."""
         q1 = torch.atan2(observation[:, 2], observation[:, 0])
         q2 = torch.atan2(observation[:, 3], observation[:, 1])
         q1_des, q2_des = inverse_kinematics(observation[:, 6], observation[:, 7], elbow_hint=q2)
         dq_des = joint_velocity(q1_des, q2_des, observation[:, 8:10])
-        angle = torch.stack([wrap_angle(q1_des - q1), q2_des - q2], dim=-1)
-        return angle, dq_des - observation[:, 4:6]
+        return torch.stack([wrap_angle(q1_des - q1), q2_des - q2], dim=-1), dq_des
 
     def forward(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
         angle, rate = self.errors(observation)
@@ -211,5 +220,42 @@ class TrackPID(TrackPD):
             limit = self.integral_limit / self.ki
             integral = integral.clamp(-limit, limit)
         return (kp * angle + kd * rate + self.ki * integral).clamp(-1.0, 1.0), integral
+
+    forward = Controller.forward
+
+
+class TrackPDFF(TrackPD):
+    """:class:`TrackPD` plus acceleration feed-forward: ``ka`` times the desired joint acceleration, the change of
+    the desired joint velocity over the last step (``dt``), so the motors supply the torque the reference's
+    acceleration takes instead of the PD waiting for the error it leaves. Stateful (the protocol's ``state``):
+    the desired joint velocity of the step before, zeros at an episode's start (the first step's feed-forward
+    brings the arm, at rest, towards the reference's velocity). A gain schedule scales kp, kd and ka."""
+
+    gain_names = ("kp", "kd", "ka")
+    state_size = 2
+    """Numbers of state per env: the desired velocity of each joint at the step before."""
+
+    def __init__(
+        self,
+        kp: float = TRACK_FF_GAINS["kp"],
+        kd: float = TRACK_FF_GAINS["kd"],
+        ka: float = TRACK_FF_GAINS["ka"],
+        dt: float = 0.02,
+    ):
+        super().__init__(kp, kd)
+        self.ka = ka
+        """Action per rad/s² of desired joint acceleration."""
+        self.dt = dt
+
+    def step(
+        self, observation: torch.Tensor, previous: torch.Tensor, gains: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step as a pure function: ``(action, this step's desired joint velocity)`` from the observation and
+        the desired velocity of the step before (zeros at the start of an episode)."""
+        angle, dq_des = self.desired(observation)
+        kp, kd = scheduled_gains(self.kp, self.kd, gains)
+        ka = self.ka if gains is None else self.ka * gains[:, 2:3]
+        acceleration = (dq_des - previous) / self.dt
+        return (kp * angle + kd * (dq_des - observation[:, 4:6]) + ka * acceleration).clamp(-1.0, 1.0), dq_des
 
     forward = Controller.forward
