@@ -259,10 +259,10 @@ def _rmse(controller, condition: dict, episodes: int) -> float:
 
 
 def test_pd_ff_is_the_pd_plus_the_references_acceleration_fed_forward():
-    """``pd-ff`` is the PD exactly where ka is 0; its feed-forward is ka x the change of the desired joint velocity
-    over a step (the state it carries, zeros at an episode's start), scheduled by the third gain; exported, it is
-    a pure function of observation and state that steps as the live controller does; and on the arm, at the same
-    kp and kd, it tracks closer than the PD on the nominal arm and under a one-step delay."""
+    """``pd-ff`` is the PD exactly where ka is 0 and at an episode's first step; then its feed-forward is ka x the
+    change of the desired joint velocity over a step (carried as state), scheduled by the third gain; exported, it
+    is a pure function of observation and state that steps as the live controller does; and on the arm, at the
+    same kp and kd, it tracks closer than the PD on the nominal arm and under a one-step delay."""
     from rlpilot.controllers import ControllerModule
     from rlpilot.envs.catalogue import base_controller
 
@@ -274,19 +274,19 @@ def test_pd_ff_is_the_pd_plus_the_references_acceleration_fed_forward():
         batch.append(torch.as_tensor(observation, dtype=torch.float32)[None])
     observations = torch.cat(batch)
     assert torch.equal(TrackPDFF(ka=0.0)(observations), TrackPD()(observations))
-    ff = TrackPDFF(kp=1.0, kd=0.05, ka=0.002)
-    previous = torch.randn(4, 2)
-    action, desired = ff.step(observations, previous)
-    _, expected_desired = TrackPD.desired(observations)
-    assert torch.equal(desired, expected_desired)
-    fed = TrackPD(kp=1.0, kd=0.05)(observations) + 0.002 * (desired - previous) / 0.02
-    assert torch.allclose(action, fed.clamp(-1.0, 1.0), atol=1e-6)
+    ff, pd = TrackPDFF(kp=1.0, kd=0.05, ka=0.002), TrackPD(kp=1.0, kd=0.05)
+    first, state = ff.step(observations, torch.zeros(4, 3))
+    _, desired = TrackPD.desired(observations)
+    assert torch.equal(first, pd(observations)) and torch.equal(state, torch.cat([desired, torch.ones(4, 1)], -1))
+    previous = torch.cat([torch.randn(4, 2), torch.ones(4, 1)], -1)
+    fed = pd(observations) + 0.002 * (desired - previous[:, :2]) / 0.02
+    assert torch.allclose(ff.step(observations, previous)[0], fed.clamp(-1.0, 1.0), atol=1e-6)
     halved = torch.tensor([[1.0, 1.0, 0.5]]).expand(4, 3)
-    fed_half = TrackPD(kp=1.0, kd=0.05)(observations) + 0.001 * (desired - previous) / 0.02
+    fed_half = pd(observations) + 0.001 * (desired - previous[:, :2]) / 0.02
     assert torch.allclose(ff.step(observations, previous, halved)[0], fed_half.clamp(-1.0, 1.0), atol=1e-6)
     module = ControllerModule(base_controller("pd-ff", ENV_ID))
-    live, state = TrackPDFF(), torch.zeros(1, 2)
-    assert module.stateful and module.state_size == 2
+    live, state = TrackPDFF(), torch.zeros(1, 3)
+    assert module.stateful and module.state_size == 3
     for row in observations:
         action, state = module(row[None], state)
         assert torch.equal(action, live(row[None])) and torch.equal(state, live.state)

@@ -228,12 +228,13 @@ class TrackPDFF(TrackPD):
     """:class:`TrackPD` plus acceleration feed-forward: ``ka`` times the desired joint acceleration, the change of
     the desired joint velocity over the last step (``dt``), so the motors supply the torque the reference's
     acceleration takes instead of the PD waiting for the error it leaves. Stateful (the protocol's ``state``):
-    the desired joint velocity of the step before, zeros at an episode's start (the first step's feed-forward
-    brings the arm, at rest, towards the reference's velocity). A gain schedule scales kp, kd and ka."""
+    the desired joint velocities of the step before and a 1 once there was one (zeros at an episode's start: its
+    first step is the PD's; a kick then, from the arm at rest to the reference's speed, tracked worse on the
+    delayed arm). A gain schedule scales kp, kd and ka."""
 
     gain_names = ("kp", "kd", "ka")
-    state_size = 2
-    """Numbers of state per env: the desired velocity of each joint at the step before."""
+    state_size = 3
+    """Numbers of state per env: the desired velocity of each joint at the step before, then 1 after a step."""
 
     def __init__(
         self,
@@ -248,14 +249,15 @@ class TrackPDFF(TrackPD):
         self.dt = dt
 
     def step(
-        self, observation: torch.Tensor, previous: torch.Tensor, gains: torch.Tensor | None = None
+        self, observation: torch.Tensor, state: torch.Tensor, gains: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step as a pure function: ``(action, this step's desired joint velocity)`` from the observation and
-        the desired velocity of the step before (zeros at the start of an episode)."""
+        """One step as a pure function: ``(action, next state)`` from the observation and the state (zeros at the
+        start of an episode)."""
         angle, dq_des = self.desired(observation)
         kp, kd = scheduled_gains(self.kp, self.kd, gains)
         ka = self.ka if gains is None else self.ka * gains[:, 2:3]
-        acceleration = (dq_des - previous) / self.dt
-        return (kp * angle + kd * (dq_des - observation[:, 4:6]) + ka * acceleration).clamp(-1.0, 1.0), dq_des
+        acceleration = state[:, 2:3] * (dq_des - state[:, :2]) / self.dt
+        action = kp * angle + kd * (dq_des - observation[:, 4:6]) + ka * acceleration
+        return action.clamp(-1.0, 1.0), torch.cat([dq_des, torch.ones_like(dq_des[:, :1])], dim=-1)
 
     forward = Controller.forward
