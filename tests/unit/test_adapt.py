@@ -310,3 +310,17 @@ def test_early_an_episodes_first_steps_weigh_as_much_as_the_rest_of_it():
         assert int((weights == 5.0).sum()) == 2 * (5 + 5)  # the step's rollout: 2 envs, 5 early steps in each episode
     finally:
         dagger.close()
+
+
+def test_each_plant_and_controller_keeps_its_own_teacher(tmp_path):
+    """Two controllers distilled on one plant keep two teacher tables (one file per plant evicted the other's
+    at every switch); a user's ``package.module:Class`` and an env id make a plain file name."""
+    from rlpilot.adapt import teacher_cache
+
+    files = {
+        teacher_cache(tmp_path, plant, controller)
+        for plant in ("rlpilot/ReacherTrack-v0", "heated_tank.plant:HeatedTank")
+        for controller in ("pd", "pd-ff", "heated_tank.pid:TankPID")
+    }
+    assert len(files) == 6 and all(path.parent == tmp_path / "adapt-teachers" for path in files)
+    assert all(":" not in path.name and "/" not in path.name for path in files)

@@ -6,7 +6,8 @@ declares its conditions (docs/adapt.md).
    (``env.base_controller_kwargs``), so the student's action 0 is the robust controller: its safe fallback.
 2. **Teacher**: a table of plants (the named conditions, then draws), the controller retuned for each (the oracle),
    labelled with the gain schedule's action that turns the robust controller into it (:mod:`rlpilot.adapt.teacher`);
-   cached by its settings in ``RUNS/adapt-teachers/`` and copied into the run directory (``teacher.json``).
+   cached by its settings in ``RUNS/adapt-teachers/`` (a file per plant and controller) and copied into the run
+   directory (``teacher.json``).
 3. **Student**: a PPO run's actor with ``env.residual_mode=gains`` and ``env.history``, trained by DAgger on the
    table's plants (:mod:`rlpilot.adapt.dagger`) through the one training loop, so the run directory is a PPO run's
    (``rlpilot eval``, ``export`` and ``compare --run`` read it unchanged), with the fallback's envelope in its actor
@@ -260,6 +261,13 @@ def horizon(env_cfg, controller: str, kwargs: dict) -> int:
     return int(result.lengths[0])
 
 
+def teacher_cache(run_root, plant: str, controller: str) -> Path:
+    """``RUNS/adapt-teachers/PLANT--CONTROLLER.json``: one table per plant and controller, so that distilling two
+    controllers of one plant keeps both teachers (one file per plant would evict the other's at every switch)."""
+    name = f"{plant}--{controller}".replace(":", "-").replace("/", "-")
+    return Path(run_root) / "adapt-teachers" / f"{name}.json"
+
+
 def train_adapt(
     plant: str,
     controller: str,
@@ -284,7 +292,7 @@ def train_adapt(
     config = adapt_config(plant, controller, overrides, settings, preset, chosen)
     declared = declaration(replace(config.env, condition_sampled=False), option="train adapt")
     gain_names(config.env, controller, fixed)  # before any tuning: a controller without gains is one line now
-    cache = Path(run_root) / "adapt-teachers" / f"{plant.replace(':', '-').replace('/', '-')}.json"
+    cache = teacher_cache(run_root, plant, controller)
     table = teacher_table(config.env, controller, space, fixed, settings, cache, declared)
     config.env.base_controller_kwargs = {**fixed, **table.robust}
     steps = horizon(config.env, controller, config.env.base_controller_kwargs)

@@ -4,8 +4,9 @@ retuned for it (the oracle), and the action a gain schedule must take to turn th
 The label of a condition is, per scheduled gain, ``log10(oracle gain / robust gain) / residual_scale`` clipped to
 ``[-1, 1]``: under ``env.residual_mode=gains`` the base controller (built with the robust arguments) then runs with
 that condition's oracle gains exactly (within the clip). A gain the search did not tune keeps label 0. The table is
-a JSON file (``RUNS/adapt-teachers/PLANT.json``, copied into the run as ``teacher.json``), written as each oracle is
-tuned and read back when the same settings ask again (a repeated ``train adapt`` tunes nothing twice)."""
+a JSON file (``RUNS/adapt-teachers/PLANT--CONTROLLER.json``, copied into the run as ``teacher.json``), written as
+each oracle is tuned and read back when the same settings ask again (a repeated ``train adapt`` tunes nothing
+twice)."""
 
 from __future__ import annotations
 
