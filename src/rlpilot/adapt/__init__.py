@@ -29,6 +29,7 @@ from rlpilot.adapt.settings import AdaptSettings
 from rlpilot.adapt.teacher import TABLE_FILE, TeacherTable, draw_conditions, identity, label
 from rlpilot.arguments import CORES
 from rlpilot.common.errors import UserError
+from rlpilot.common.files import file_name
 from rlpilot.config.load import load_config
 from rlpilot.control.trainable import ControlTrainable
 from rlpilot.loop.trainer import train
@@ -241,9 +242,9 @@ def teacher_table(
             where = f"[{order.index(name) + 1}/{count}] oracle {name}"
             _say(f"{where}: {found['evaluated']} candidates in {found['seconds']:.0f} s")
 
-    workers = settings.workers or CORES
-    if min(workers, len(calls)) > 1:
-        _say(f"teacher: {len(calls)} plants to tune on {min(workers, len(calls))} processes")
+    workers = min(settings.workers or CORES, len(calls))
+    if workers > 1:
+        _say(f"teacher: {len(calls)} plants to tune on {workers} processes")
     side_by_side(calls, workers, keep)
     for name in table.conditions:
         table.labels[name] = label(table.oracles[name], table.robust, names, env_cfg.residual_scale)
@@ -264,8 +265,7 @@ def horizon(env_cfg, controller: str, kwargs: dict) -> int:
 def teacher_cache(run_root, plant: str, controller: str) -> Path:
     """``RUNS/adapt-teachers/PLANT--CONTROLLER.json``: one table per plant and controller, so that distilling two
     controllers of one plant keeps both teachers (one file per plant would evict the other's at every switch)."""
-    name = f"{plant}--{controller}".replace(":", "-").replace("/", "-")
-    return Path(run_root) / "adapt-teachers" / f"{name}.json"
+    return Path(run_root) / "adapt-teachers" / f"{file_name(plant)}--{file_name(controller)}.json"
 
 
 def train_adapt(

@@ -29,7 +29,7 @@ from rlpilot.check.pitfalls import (
     spec_notes,
 )
 from rlpilot.check.report import CheckReport, plan_budget
-from rlpilot.common.files import atomic_write
+from rlpilot.common.files import atomic_write, file_name
 from rlpilot.common.findings import Finding
 from rlpilot.config.sections import EnvConfig
 from rlpilot.control.evaluate import evaluate
@@ -146,7 +146,7 @@ def check_env(
     report.findings += findings
     report.layout = _layout(env)
     if image:
-        report.frame_png = str(frame_png or f"check-{env_cfg.id.replace('/', '-').replace(':', '-')}.png")
+        report.frame_png = str(frame_png or f"check-{file_name(env_cfg.id)}.png")
         _write_sample_frame(env, env_cfg, report.frame_png, seed)
     env.close()
 

@@ -35,6 +35,11 @@ from rlpilot.common.errors import RunWriteError, UserError
 from rlpilot.common.redact import redact, redact_data
 
 
+def file_name(name: str) -> str:
+    """``name`` (an env id, ``package.module:Class``) as one path component: ``/`` and ``:`` become ``-``."""
+    return name.replace(":", "-").replace("/", "-")
+
+
 @contextmanager
 def write_errors(path: Path):
     """An OSError while writing ``path`` becomes a :class:`RunWriteError` (one line naming the file)."""

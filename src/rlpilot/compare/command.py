@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from rlpilot.common.errors import UserError
+from rlpilot.common.files import file_name
 
 
 def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         refine_rounds=refine,
         command=redact_command(["rlpilot", *argv]) if argv else "rlpilot compare",
     )
-    out = Path(args.out or f"runs/compare-{env_cfg.id.replace(':', '-').replace('/', '-')}")
+    out = Path(args.out or f"runs/compare-{file_name(env_cfg.id)}")
     summary = compare(plan, declared, out)
     print(answer_table(summary))
     edges = [f"{name}: {', '.join(ref['edge'])}" for name, ref in summary["references"].items() if ref["edge"]]

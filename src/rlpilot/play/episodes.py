@@ -15,7 +15,7 @@ import torch
 from torchrl.envs import TransformedEnv
 
 from rlpilot.common.errors import UserError
-from rlpilot.common.files import atomic_write, own_file
+from rlpilot.common.files import atomic_write, file_name, own_file
 from rlpilot.conditions import SAMPLED
 from rlpilot.config.sections import BACKENDS, EnvConfig
 from rlpilot.control.evaluate import EvalResult, evaluate
@@ -118,7 +118,7 @@ def controlled(target: str, controller: str, kwargs: dict | None = None) -> Play
         env_config = load_run(path).config().env
         if kwargs is None and controller == env_config.base_controller:  # the run's own base, as it ran
             kwargs = env_config.base_controller_kwargs
-        default_csv = path / f"eval-{controller.replace(':', '-')}.csv"
+        default_csv = path / f"eval-{file_name(controller)}.csv"
     elif path.is_file():
         raise UserError(f"--controller runs on a run directory's env or on an env id, not on a file ({target})")
     else:

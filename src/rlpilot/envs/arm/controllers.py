@@ -96,12 +96,12 @@ def joint_velocity(q1: torch.Tensor, q2: torch.Tensor, velocity: torch.Tensor, d
     return (jacobian.transpose(-1, -2) @ solved.unsqueeze(-1)).squeeze(-1)
 
 
-def scheduled_gains(kp: float, kd: float, gains: torch.Tensor | None):
-    """``(kp, kd)`` times a gain-scheduling policy's multipliers (``gains[:, 0]`` for kp, ``gains[:, 1]`` for
-    kd, one row per env; ``None``: the fixed gains)."""
+def scheduled_gains(gains: torch.Tensor | None, *values: float):
+    """The controller's gains ``values`` (in the order of its ``gain_names``) times a gain-scheduling policy's
+    multipliers (``gains[:, i]`` for the i-th, one row per env; ``None``: the fixed gains)."""
     if gains is None:
-        return kp, kd
-    return kp * gains[:, 0:1], kd * gains[:, 1:2]
+        return values
+    return tuple(value * gains[:, index : index + 1] for index, value in enumerate(values))
 
 
 class ReacherPD(Controller):
@@ -127,7 +127,7 @@ class ReacherPD(Controller):
         q2 = torch.atan2(observation[:, 3], observation[:, 1])
         q1_des, q2_des = inverse_kinematics(observation[:, 4], observation[:, 5], elbow_hint=q2)
         error = torch.stack([wrap_angle(q1_des - q1), q2_des - q2], dim=-1)
-        kp, kd = scheduled_gains(self.kp, self.kd, gains)
+        kp, kd = scheduled_gains(gains, self.kp, self.kd)
         torque = kp * error - kd * observation[:, 6:8]
         return torque.clamp(-1.0, 1.0)
 
@@ -173,7 +173,7 @@ class TrackPD(Controller):
 
     def forward(self, observation: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
         angle, rate = self.errors(observation)
-        kp, kd = scheduled_gains(self.kp, self.kd, gains)
+        kp, kd = scheduled_gains(gains, self.kp, self.kd)
         return (kp * angle + kd * rate).clamp(-1.0, 1.0)
 
 
@@ -212,7 +212,7 @@ class TrackPID(TrackPD):
         far (zeros at the start of an episode). What calling it does, and what an exported artifact runs with
         the integral as an input and an output."""
         angle, rate = self.errors(observation)
-        kp, kd = scheduled_gains(self.kp, self.kd, gains)  # a gain schedule scales kp and kd; ki stays
+        kp, kd = scheduled_gains(gains, self.kp, self.kd)  # a gain schedule scales kp and kd; ki stays
         unsaturated = kp * angle + kd * rate + self.ki * integral
         winding = (unsaturated.abs() >= 1.0) & (torch.sign(unsaturated) == torch.sign(angle))
         integral = torch.where(winding, integral, integral + angle * self.dt)
@@ -254,8 +254,7 @@ class TrackPDFF(TrackPD):
         """One step as a pure function: ``(action, next state)`` from the observation and the state (zeros at the
         start of an episode)."""
         angle, dq_des = self.desired(observation)
-        kp, kd = scheduled_gains(self.kp, self.kd, gains)
-        ka = self.ka if gains is None else self.ka * gains[:, 2:3]
+        kp, kd, ka = scheduled_gains(gains, self.kp, self.kd, self.ka)
         acceleration = state[:, 2:3] * (dq_des - state[:, :2]) / self.dt
         action = kp * angle + kd * (dq_des - observation[:, 4:6]) + ka * acceleration
         return action.clamp(-1.0, 1.0), torch.cat([dq_des, torch.ones_like(dq_des[:, :1])], dim=-1)
