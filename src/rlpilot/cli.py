@@ -25,6 +25,7 @@ from rlpilot.arguments import (
 )
 from rlpilot.common import stopping
 from rlpilot.common.errors import UserError, os_error_line
+from rlpilot.common.files import file_name
 from rlpilot.common.redact import redact
 from rlpilot.common.torchrl_import import import_torchrl  # TorchRL without the Ray and MuJoCo it loads for nothing
 from rlpilot.play.trust import require_trust
@@ -384,7 +385,7 @@ def _tune_controller(args: argparse.Namespace) -> int:
         seed_start=args.seed_start,
         check_episodes=args.check_episodes,
         check_seed_start=args.check_seed_start,
-        out=args.out or f"runs/tune-{args.controller.replace(':', '-')}",
+        out=args.out or f"runs/tune-{file_name(args.controller)}",
         storage=args.storage,
     )
     print(result["text"])
@@ -465,8 +466,14 @@ def main(argv: list[str] | None = None) -> int:
     # SIGINT and SIGTERM stop any verb in one line from here on (exit 130/143), also while it imports and builds;
     # the trainer's own handlers take over around its loop (a checkpoint first)
     stopping.clear()
-    with stopping.stop_on_signals(immediate=True):
-        return _main(argv)
+    try:
+        with stopping.stop_on_signals(immediate=True):
+            return _main(argv)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a signal at any moment of start-up (common.stopping.Interrupted):
+        # caught here, not in _main, so that one landing while the arguments are parsed is one line too
+        name = getattr(exc, "signal", "SIGINT")
+        print(f"rlpilot: interrupted ({name})", file=sys.stderr)
+        return 143 if name == "SIGTERM" else 130
 
 
 def _main(argv: list[str] | None) -> int:
@@ -487,10 +494,6 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(f"rlpilot: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt as exc:  # Ctrl-C, or a signal during a run's start-up (common.stopping.Interrupted)
-        name = getattr(exc, "signal", "SIGINT")
-        print(f"rlpilot: interrupted ({name})", file=sys.stderr)
-        return 143 if name == "SIGTERM" else 130
     except BrokenPipeError:  # `rlpilot eval RUN | head -1`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0

@@ -138,3 +138,17 @@ def test_a_signal_in_loggings_fork_hook_is_raised_after_it_not_lost():
         sys.setprofile(None)
     assert frames and stopping._inside_an_import(frames[0])
     assert not stopping._inside_an_import(sys._getframe())  # an ordinary frame: the signal is raised at once
+
+
+def test_a_signal_while_the_arguments_are_parsed_is_one_line(monkeypatch, capsys):
+    """The handlers are installed before the arguments are parsed: a signal landing there (the parser built, an
+    argument's type read) stops the command in one line with its exit code, as anywhere later in start-up."""
+    import rlpilot.cli as cli
+    from rlpilot.common.stopping import Interrupted
+
+    def parser_interrupted():
+        raise Interrupted("SIGTERM")
+
+    monkeypatch.setattr(cli, "build_parser", parser_interrupted)
+    assert cli.main(["presets"]) == 143
+    assert capsys.readouterr().err.strip().splitlines() == ["rlpilot: interrupted (SIGTERM)"]
