@@ -5,6 +5,7 @@ teacher's searches take every core (``adapt.workers``), DAgger's loop one.
 
     python benchmarks/adapt_cost.py --out benchmarks/results/adapt_cost-DATE.txt
     python benchmarks/adapt_cost.py --plant tank --set adapt.conditions=2 --out /tmp/cost.txt   # any --set added
+    python benchmarks/adapt_cost.py --plant arm --keep runs/cost --out ...   # the timed run kept as runs/cost/arm
 
 The plants' commands are the ones docs/adapt.md, docs/replace-pid.md and docs/robot-arm.md give (the tank's and the
 motor's modules from ``examples/``).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,8 +44,9 @@ PLANTS = {
 """Each plant's command as its page gives it (``rlpilot`` and the run folder added here)."""
 
 
-def cost(plant: str, extra: list[str], folder: Path) -> dict:
-    """One plant's command in a fresh ``folder``: the whole process's seconds and what its run's meta.json says."""
+def cost(plant: str, extra: list[str], folder: Path, keep: Path | None = None) -> dict:
+    """One plant's command in a fresh ``folder``: the whole process's seconds and what its run's meta.json says;
+    with ``keep``, its run folder is moved to ``keep/PLANT`` afterwards (to measure the student that was timed)."""
     run = folder / "run"
     rlpilot = str(Path(sys.executable).with_name("rlpilot"))  # the console script beside this Python
     command = [rlpilot, *PLANTS[plant], *extra, "--runs", str(folder), "--run-dir", str(run)]
@@ -54,6 +57,9 @@ def cost(plant: str, extra: list[str], folder: Path) -> dict:
     seconds = time.perf_counter() - started
     meta = json.loads((run / "meta.json").read_text())
     teacher = float(meta["adapt"]["teacher_s"])
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(run), str(keep / plant))
     return {
         "command": " ".join(["rlpilot", *PLANTS[plant], *extra]),
         "whole_s": seconds,
@@ -68,14 +74,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plant", action="append", choices=sorted(PLANTS), help="default: every plant")
     parser.add_argument("--set", action="append", default=[], help="added to every plant's command")
+    parser.add_argument("--keep", type=Path, help="move each timed run to KEEP/PLANT (refused if one is there)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    plants = args.plant or list(PLANTS)
+    if args.keep is not None and any((args.keep / plant).exists() for plant in plants):
+        parser.error(f"{args.keep} already holds a run of one of {plants}: choose an empty --keep folder")
     header = stamp.header()
     extra = [arg for item in args.set for arg in ("--set", item)]
     results = {}
-    for plant in args.plant or list(PLANTS):
+    for plant in plants:
         with tempfile.TemporaryDirectory(prefix=f"adapt-cost-{plant}-") as folder:
-            results[plant] = cost(plant, extra, Path(folder))
+            results[plant] = cost(plant, extra, Path(folder), args.keep)
         found = results[plant]
         print(f"{plant}: {found['whole_s']:.0f} s (teacher {found['teacher_s']:.0f} s)", file=sys.stderr, flush=True)
     body = [

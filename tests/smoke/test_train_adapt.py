@@ -222,12 +222,16 @@ def test_adapt_identify_fits_the_labels_from_the_first_steps_and_scores_the_stud
 
 def test_adapt_cost_times_a_plants_command_from_nothing_cached(tmp_path):
     """benchmarks/adapt_cost.py runs the tank's documented command (here with a tiny budget) in a fresh folder, as
-    its own process: the teacher is tuned there (its seconds are the run's), the whole process timed around it."""
+    its own process: the teacher is tuned there (its seconds are the run's), the whole process timed around it; with
+    ``keep`` the timed run is moved out of the throw-away folder, whole."""
     from tests.benchmark_loader import BENCHMARKS, load_benchmark
 
     script = load_benchmark(BENCHMARKS / "adapt_cost.py")
     tiny = [item for item in TINY if "workers" not in item and "conditions" not in item] + ["adapt.conditions=1"]
-    found = script.cost("tank", [arg for item in tiny for arg in ("--set", item)], tmp_path)
+    found = script.cost("tank", [arg for item in tiny for arg in ("--set", item)], tmp_path / "fresh", tmp_path / "kept")
+    tmp_path = tmp_path / "fresh"
+    kept = tmp_path.parent / "kept" / "tank"
+    assert not (tmp_path / "run").exists() and json.loads((kept / "meta.json").read_text())["frames"] == found["frames"]
     assert found["command"].startswith("rlpilot train adapt heated_tank.plant:HeatedTank") and found["conditions"] == 1
     assert 0 < found["teacher_s"] < found["whole_s"] and 0 < found["training_s"] < found["whole_s"]
     assert (tmp_path / "adapt-teachers").is_dir() and found["frames"] == 2 * 50

@@ -244,17 +244,18 @@ def test_the_arms_adapt_preset_is_the_command_of_its_page(capsys):
     pytest.importorskip("mujoco")
     name, arm = "ppo-reacher-track-adaptive", "rlpilot/ReacherTrack-v0"
     section = preset_adapt(name)
-    assert section["controller"] == "pd" and section["params"] == ["kp=0.3:60:log", "kd=0.02:2:log"]
+    assert section["controller"] == "pd-ff"
+    assert section["params"] == ["kp=0.3:60:log", "kd=0.02:2:log", "ka=0.0005:0.05:log"]
     settings = read_settings([f"adapt.{key}={value}" for key, value in section["settings"].items()])
     assert settings.caution == 10 and settings.iterations == 16
-    from_preset = adapt_config(arm, "pd", ["train.seed=4"], settings, preset=name)
-    from_command = adapt_config(arm, "pd", ["train.seed=4"], settings)
+    from_preset = adapt_config(arm, "pd-ff", ["train.seed=4"], settings, preset=name)
+    from_command = adapt_config(arm, "pd-ff", ["train.seed=4"], settings)
     assert from_preset.preset == name
     from_preset.preset = None
     assert from_preset.to_dict() == from_command.to_dict()
-    assert adapt_config(arm, "pd", ["env.history=8"], settings, preset=name).env.history == 8  # --set over it
+    assert adapt_config(arm, "pd-ff", ["env.history=8"], settings, preset=name).env.history == 8  # --set over it
     shorter = read_settings(["adapt.history=8", "adapt.scale=1.0"])  # an adapt setting given goes over the preset too
-    config = adapt_config(arm, "pd", [], shorter, preset=name, chosen=frozenset({"history", "scale"}))
+    config = adapt_config(arm, "pd-ff", [], shorter, preset=name, chosen=frozenset({"history", "scale"}))
     assert (config.env.history, config.env.residual_scale) == (8, 1.0)
     assert preset_adapt("ppo-reacher-track-history") is None and preset_adapt("no-such-preset") is None
     assert main(["train", name, "--controller", "pd"]) == 2
