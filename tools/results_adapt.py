@@ -86,23 +86,39 @@ def identify_table() -> str | None:
 
 
 def cost_table() -> str | None:
-    """What each plant's documented ``train adapt`` command costs from nothing cached (``benchmarks/adapt_cost.py``)."""
-    path = results_figures.newest("adapt_cost-*.json")
-    if path is None:
+    """What each plant's documented ``train adapt`` command costs from nothing cached (``benchmarks/adapt_cost.py``):
+    each plant from the newest file (by its stamp's date) that measured it, so that re-timing one plant
+    (``--plant arm``) replaces that row alone, and each row names its source."""
+    newest: dict[str, tuple[str, Path, dict]] = {}
+    for path in sorted(results_figures.RESULTS.glob("adapt_cost-*.json")):
+        data = json.loads(path.read_text())
+        date = stamp_value(data["stamp"], "date")
+        for plant in data["plants"]:
+            if plant not in newest or date > newest[plant][0]:
+                newest[plant] = (date, path, data)
+    if not newest:
         return None
-    data = json.loads(Path(path).read_text())
     lines = [
         "| plant | whole process | teacher (robust + oracles) | DAgger and its evaluations | plants | frames |",
         "|---|---|---|---|---|---|",
     ]
-    for plant, found in data["plants"].items():
+    order = [plant for plant in ("arm", "tank", "dc-motor") if plant in newest] + sorted(set(newest) - set(PLANTS))
+    for plant in order:
+        found = newest[plant][2]["plants"][plant]
         lines.append(
             f"| {PLANTS.get(plant, plant)} | {found['whole_s'] / 60:.1f} min | {found['teacher_s']:.0f} s | "
             f"{found['training_s']:.0f} s | {found['conditions']} | {found['frames']:,} |"
         )
-    commands = "; ".join(f"{plant}: `{found['command']}`" for plant, found in data["plants"].items())
-    what = f"{data['cores']} cores, one command at a time, each from an empty runs folder"
-    return "\n".join(lines) + f"\n\nThe commands: {commands}. Source: " + _source(Path(path), data, what) + "."
+    commands = "; ".join(f"{plant}: `{newest[plant][2]['plants'][plant]['command']}`" for plant in order)
+    sources = {}
+    for plant in order:
+        sources.setdefault(newest[plant][1], []).append(plant)
+    cited = []
+    for path, plants in sources.items():
+        data = json.loads(path.read_text())
+        what = f"{', '.join(plants)}: {data['cores']} cores, one command at a time, each from an empty runs folder"
+        cited.append(_source(path, data, what))
+    return "\n".join(lines) + f"\n\nThe commands: {commands}. Sources: " + "; ".join(cited) + "."
 
 
 def tables() -> dict[str, str]:

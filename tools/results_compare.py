@@ -18,15 +18,13 @@ PLANTS = {
     "compare_arm": "arm",
     "compare_tank_refine": "tank-refine",  # docs/adapt.md: the student against its PPO refinements
     "compare_arm_outside": "outside-arm",  # docs/adapt.md: the arm's student beyond its trained ranges
-    "compare_arm_1000": "arm1000",  # docs/robot-arm.md: the preset's student on 1,000 episodes a condition
     "compare_arm_ff": "armff",  # docs/adapt.md: pd-ff's student against the PD retuned per arm
-    "compare_arm_ff_1000": "armff1000",  # docs/adapt.md: the same on 1,000 episodes a condition
+    "compare_arm_1000": "armff1000",  # docs/robot-arm.md: the preset's (pd-ff's) student on 1,000 episodes a condition
 }
 """Block name -> the plant's folder prefix (``compare-heated-tank-2026-12-06``)."""
 SHOWN = {
     "tank-refine": ("ratios.png",),
     "outside-arm": ("ratios.png", "trace-delay-2.png", "trace-weak-motor.png"),
-    "arm1000": ("ratios.png",),
     "armff": ("ratios.png", "trace-nominal.png"),
     "armff1000": ("ratios.png",),
 }

@@ -228,7 +228,9 @@ def test_adapt_cost_times_a_plants_command_from_nothing_cached(tmp_path):
 
     script = load_benchmark(BENCHMARKS / "adapt_cost.py")
     tiny = [item for item in TINY if "workers" not in item and "conditions" not in item] + ["adapt.conditions=1"]
-    found = script.cost("tank", [arg for item in tiny for arg in ("--set", item)], tmp_path / "fresh", tmp_path / "kept")
+    found = script.cost(
+        "tank", [arg for item in tiny for arg in ("--set", item)], tmp_path / "fresh", tmp_path / "kept"
+    )
     tmp_path = tmp_path / "fresh"
     kept = tmp_path.parent / "kept" / "tank"
     assert not (tmp_path / "run").exists() and json.loads((kept / "meta.json").read_text())["frames"] == found["frames"]
