@@ -275,6 +275,21 @@ def _forget_user_modules(registered_before: set[str]) -> None:
         del gymnasium.envs.registry[env_id]
 
 
+def _loggers_on_this_stderr() -> None:
+    """As a fresh shell would: every log handler that kept the stderr of an earlier command (this test captures each
+    command's, and closes it after) writes to the present one. Ray's handler keeps the ``sys.stderr`` of the moment
+    ``ray`` was first imported, which in one process may be a page's long closed capture."""
+    import logging
+
+    loggers = [
+        logging.getLogger(),
+        *(x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger)),
+    ]
+    for handler in (handler for logger in loggers for handler in logger.handlers):
+        if type(handler) is not logging.FileHandler and getattr(getattr(handler, "stream", None), "closed", False):
+            handler.stream = sys.stderr  # not setStream: it flushes the closed one first
+
+
 def expected_exit(command: str, shown: str | None) -> tuple[int, str | None]:
     """The exit the page says (0, or what its shown output says), or 2 where the machine lacks what it needs."""
     import torch
@@ -308,6 +323,7 @@ def test_the_pages_commands_run_as_the_page_says(page, tmp_path, monkeypatch, ca
     monkeypatch.setattr(sys, "path", list(sys.path))
     cluster = None
     if "--ray" in page.read_text():
+        _loggers_on_this_stderr()  # the cluster's start logs too
         ray = request.getfixturevalue("loopback_ray")
         cluster = ray.get_runtime_context().gcs_address
     state = Page(folder, cluster)
@@ -316,6 +332,7 @@ def test_the_pages_commands_run_as_the_page_says(page, tmp_path, monkeypatch, ca
     for command, shown in commands:
         argv = prepared(command, state)
         before = state.known()
+        _loggers_on_this_stderr()
         code = main(argv)
         out, err = capsys.readouterr()
         _forget_user_modules(registered)
