@@ -115,6 +115,9 @@ def test_reference_is_smooth_inside_reach_and_its_velocity_is_its_derivative(kin
         numeric = np.gradient(positions, env.dt, axis=0)
         assert np.abs(numeric[2:-2] - velocities[2:-2]).max() < 0.01  # m/s
         assert env._path["kind"] == kind
+        # the reset's reach test computes the same distances for all the times at once
+        assert np.allclose(env._radius(env._path, times), radius, rtol=0, atol=1e-14)
+        assert not np.allclose(env._radius(env._path, times + 0.5), radius, rtol=0, atol=1e-6)
 
 
 def test_observation_layout_and_info():

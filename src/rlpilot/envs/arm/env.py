@@ -226,11 +226,31 @@ class ReacherTrackEnv(ReacherEnv):
                 }
                 if kind == "circle":
                     path["size"][1] = path["size"][0]
-            times = np.linspace(0.0, duration, 101)
-            radius = np.linalg.norm(np.stack([self._reference(path, t)[0] for t in times]), axis=-1)
+            radius = self._radius(path, np.linspace(0.0, duration, 101))
             if radius.min() >= REACH[0] and radius.max() <= REACH[1]:
                 return path
         raise RuntimeError("no reference path inside the arm's reach after 1000 draws")
+
+    @staticmethod
+    def _radius(path: dict[str, Any], times: np.ndarray) -> np.ndarray:
+        """The reference's distance from the shoulder at each of ``times``: :meth:`_reference`'s position, computed
+        for all of them at once (a reset draws ~8 paths of 101 points: one call a point cost 3 ms of a 4 ms reset)."""
+        if path["kind"] == "p2p":
+            points, segment = path["points"], path["segment"]
+            index = np.minimum((times // segment).astype(np.int64), len(points) - 2)
+            tau = np.clip((times - index * segment) / segment, 0.0, 1.0)
+            shape = 10 * tau**3 - 15 * tau**4 + 6 * tau**5
+            start, end = points[index], points[index + 1]
+            position = start + (end - start) * shape[:, None]
+        else:
+            angle = path["omega"] * times + path["phase"]
+            (ax, ay), centre = path["size"], path["centre"]
+            if path["kind"] == "circle":
+                offset = np.stack([ax * np.cos(angle), ay * np.sin(angle)], axis=-1)
+            else:
+                offset = np.stack([ax * np.sin(angle), ay * np.sin(2 * angle) / 2], axis=-1)
+            position = centre + offset
+        return np.linalg.norm(position, axis=-1)
 
     @staticmethod
     def _reference(path: dict[str, Any], t: float) -> tuple[np.ndarray, np.ndarray]:
