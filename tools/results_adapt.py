@@ -110,12 +110,12 @@ def cost_table() -> str | None:
             f"{found['training_s']:.0f} s | {found['conditions']} | {found['frames']:,} |"
         )
     commands = "; ".join(f"{plant}: `{newest[plant][2]['plants'][plant]['command']}`" for plant in order)
-    sources = {}
+    sources: dict[Path, list[str]] = {}
     for plant in order:
         sources.setdefault(newest[plant][1], []).append(plant)
     cited = []
     for path, plants in sources.items():
-        data = json.loads(path.read_text())
+        data = newest[plants[0]][2]
         what = f"{', '.join(plants)}: {data['cores']} cores, one command at a time, each from an empty runs folder"
         cited.append(_source(path, data, what))
     return "\n".join(lines) + f"\n\nThe commands: {commands}. Sources: " + "; ".join(cited) + "."
