@@ -20,20 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
+from time_to_solve import MUJOCO_ZOO as ZOO  # noqa: E402
 from time_to_solve import jax_on_one_cpu_thread, learn_until_solved, make_sb3  # noqa: E402
-
-ZOO = {
-    "sac": dict(learning_starts=10_000),
-    "td3": dict(
-        learning_starts=10_000,
-        noise_std=0.1,
-        learning_rate=1e-3,
-        batch_size=256,
-        train_freq=1,
-        gradient_steps=1,
-        policy_kwargs=dict(net_arch=[400, 300]),
-    ),
-}
 
 
 def run(algo: str, env_id: str, library: str, seed: int, budget: int, every: int, episodes: int) -> dict:

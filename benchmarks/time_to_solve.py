@@ -1,7 +1,10 @@
 """Time to solve: rlpilot against Stable-Baselines3 with RL Zoo's tuned hyperparameters, paired per seed.
 
 Tasks (RL Zoo's budgets): PPO and DQN on CartPole-v1 (solved: greedy mean >= 475), SAC and TD3 on
-Pendulum-v1 (solved: greedy mean >= -200). Peers, all with the Zoo's hyperparameters (``--peers``):
+Pendulum-v1 (solved: greedy mean >= -200); and the MuJoCo locomotion presets to a return threshold
+(``sac-halfcheetah``, ``td3-halfcheetah``: 5,000 within 300k frames; ``sac-hopper``, ``td3-hopper``: 2,500;
+docs/locomotion.md), the peers with the Zoo's ``mujoco-defaults`` (``MUJOCO_ZOO``), 10 greedy episodes
+every 10k frames. Peers, all with the Zoo's hyperparameters (``--peers``):
 
 - ``sb3``: Stable-Baselines3 2.9.2 (PyTorch), the reference: the Zoo's settings were tuned on it;
 - ``sbx``: SBX 0.28.0, Stable-Baselines3 in JAX (``worker_sb3`` with ``library="sbx"``), in its own virtualenv: ``make
@@ -13,7 +16,8 @@ Three arms for every task (docs/benchmarks.md):
 
 - ``preset``: rlpilot's preset against SB3 with the Zoo's settings: what a user of each gets;
 - ``same``: rlpilot run with the Zoo's exact hyperparameters, network and env count (``SAME_SETTINGS``),
-  against the same SB3 run: implementation speed, nothing else;
+  against the same SB3 run: implementation speed, nothing else (a locomotion preset is the Zoo's settings but for
+  collecting 8 frames between learning phases of 8 updates; its ``same`` arm collects 1 and learns 1);
 - ``sbx``: the same settings and SBX's computation where SBX's implementation differs from SB3's
   (``SBX_COMPUTATION``: Flax's init; TD3's every-update targets and min-of-twins actor): the arm to read against
   SBX.
@@ -33,6 +37,8 @@ Per seed, ratio = peer time / rlpilot time (above 1: rlpilot is faster); reporte
 seeds both solved, with a 95% percentile-bootstrap interval, for every rlpilot arm against every peer.
 
     python benchmarks/time_to_solve.py --algos ppo,dqn --seeds 10 --out benchmarks/results/FILE.txt
+    python benchmarks/time_to_solve.py --algos sac-halfcheetah --arms preset --seeds 2 \
+        --out benchmarks/results/time_to_solve_mujoco-DATE.txt
 """
 
 from __future__ import annotations
@@ -187,6 +193,21 @@ SBX_COMPUTATION = {
     "td3": ["model.init=lecun", "td3.actor_q=min"],
 }
 
+# The Zoo's mujoco-defaults (hyperparams/sac.yml, td3.yml) as SB3 keys, for the locomotion tasks here and
+# locomotion_peers.py's 300k-frame curves
+MUJOCO_ZOO = {
+    "sac": dict(learning_starts=10_000),
+    "td3": dict(
+        learning_starts=10_000,
+        noise_std=0.1,
+        learning_rate=1e-3,
+        batch_size=256,
+        train_freq=1,
+        gradient_steps=1,
+        policy_kwargs=dict(net_arch=[400, 300]),
+    ),
+}
+
 
 @dataclass(frozen=True)
 class Task:
@@ -197,6 +218,19 @@ class Task:
     budget: int
     eval_every: int
     sb3: dict = field(default_factory=dict)
+    key: str = ""  # its name in TASKS, --algos and the row names (the algorithm's for the CartPole/Pendulum tasks)
+    episodes: int = 20  # greedy episodes an evaluation plays (--episodes overrides)
+
+    @property
+    def name(self) -> str:
+        return self.key or self.algo
+
+
+def _mujoco(algo: str, env: str, threshold: float) -> Task:
+    """A locomotion preset to ``threshold`` within 300k frames, its greedy return every 10k frames (10 episodes, as
+    the presets evaluate)."""
+    preset = f"{algo}-{env.removesuffix('-v5').lower()}"
+    return Task(algo, env, preset, threshold, 300_000, 10_000, MUJOCO_ZOO[algo], key=preset, episodes=10)
 
 
 TASKS = {
@@ -204,7 +238,24 @@ TASKS = {
     "dqn": Task("dqn", "CartPole-v1", "dqn-cartpole", 475.0, 50_000, 2048, SB3_DQN_ZOO),
     "sac": Task("sac", "Pendulum-v1", "sac-pendulum", -200.0, 20_000, 1000, SB3_SAC_ZOO),
     "td3": Task("td3", "Pendulum-v1", "td3-pendulum", -200.0, 20_000, 1000, SB3_TD3_ZOO),
+    **{
+        task.key: task
+        for task in (
+            _mujoco("sac", "HalfCheetah-v5", 5000.0),
+            _mujoco("td3", "HalfCheetah-v5", 5000.0),
+            _mujoco("sac", "Hopper-v5", 2500.0),
+            _mujoco("td3", "Hopper-v5", 2500.0),
+        )
+    },
 }
+
+
+def same_settings(task: Task) -> list[str]:
+    """The ``same`` arm's settings: the Zoo's exact ones (a locomotion preset has them but for its 8-frame learning
+    phases: the Zoo collects one frame, then updates once)."""
+    if task.key:
+        return [f"{task.algo}.steps_per_env=1"]
+    return SAME_SETTINGS[task.algo]
 
 
 def rlpilot_settings(
@@ -224,6 +275,7 @@ def rlpilot_settings(
         f"train.total_frames={budget}",
         f"train.eval_episodes={episodes}",
         f"train.solved_at={threshold}",
+        "train.stop_when_solved=true",  # the locomotion presets go on past their threshold; timed here to it
         "train.num_threads=1",
     ]
     if max_seconds is not None:
@@ -270,8 +322,8 @@ def rlpilot_cli(task: Task, arm: str, seed: int, args) -> tuple[list[str], Path]
     same entry point), and the run directory it writes: the whole process is the user's whole wait."""
     overrides = {
         "preset": (),
-        "same": tuple(SAME_SETTINGS[task.algo]),
-        "sbx": (*SAME_SETTINGS[task.algo], *SBX_COMPUTATION[task.algo]),
+        "same": tuple(same_settings(task)),
+        "sbx": (*same_settings(task), *SBX_COMPUTATION[task.algo]),
     }[arm]
     overrides = (*overrides, *args.set)
     settings = rlpilot_settings(
@@ -464,20 +516,21 @@ SBX_PYTHON = Path(__file__).resolve().parents[1] / ".venv-sbx" / "bin" / "python
 
 
 def peer_names(algo: str, peers: tuple[str, ...] = PEERS) -> list[str]:
-    """The peer workers of a task, in running order (CleanRL-style peers exist for PPO and DQN only)."""
+    """The peer workers of a task (its name in TASKS), in running order (CleanRL-style peers exist for PPO and DQN
+    on CartPole only)."""
     return [f"{peer}-{algo}-zoo" for peer in peers if peer != "cleanrl" or algo in CLEANRL_ALGOS]
 
 
 def workers(task: Task) -> dict:
     # the peers' workers (``--worker NAME`` in a child process); rlpilot's rows run its CLI (``rlpilot_cli``)
     found = {
-        f"{library}-{task.algo}-zoo": partial(
+        f"{library}-{task.name}-zoo": partial(
             worker_sb3, task.algo, env_id=task.env_id, hyperparams=task.sb3, threshold=task.threshold, library=library
         )
         for library in ("sb3", "sbx")
     }
-    if task.algo in CLEANRL_ALGOS:
-        found[f"cleanrl-{task.algo}-zoo"] = partial(
+    if task.algo in CLEANRL_ALGOS and not task.key:
+        found[f"cleanrl-{task.name}-zoo"] = partial(
             worker_cleanrl, task.algo, hyperparams=task.sb3, threshold=task.threshold
         )
     return found
@@ -614,7 +667,7 @@ def report(
 ) -> list[str]:
     lines = [
         "",
-        f"## {task.algo} on {task.env_id}: seeds {seeds[0]}-{seeds[-1]}, greedy eval of {episodes} episodes every "
+        f"## {task.name} on {task.env_id}: seeds {seeds[0]}-{seeds[-1]}, greedy eval of {episodes} episodes every "
         f"{task.eval_every} frames (after the update; eval time counted), solved at {task.threshold:g}, "
         f"budget {task.budget:,} frames",
         "",
@@ -676,7 +729,7 @@ def carried_rows(earlier: dict, path: str, tasks: dict) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algos", default="ppo,dqn", help="comma-separated: ppo, dqn, sac, td3")
+    parser.add_argument("--algos", default="ppo,dqn", help=f"comma-separated: {', '.join(TASKS)}")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=100, help="seeds no preset was tuned on start at 100")
     parser.add_argument("--arms", default="preset,same", help="comma-separated: preset, same, sbx")
@@ -693,7 +746,9 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="a setting added to every rlpilot arm (e.g. train.compile=off); repeatable",
     )
-    parser.add_argument("--episodes", type=int, default=20, help="greedy episodes per evaluation")
+    parser.add_argument(
+        "--episodes", type=int, help="greedy episodes per evaluation (default: the task's, 20; locomotion 10)"
+    )
     parser.add_argument("--out", help="result file (stamped); default: print only")
     parser.add_argument(
         "--carry",
@@ -725,9 +780,12 @@ def main() -> None:
             print(skip, flush=True)
             lines.append(f"# {skip}")
             peers = tuple(peer for peer in peers if peer != "sbx")
+    episodes = args.episodes
     for algo in args.algos.split(","):
+        if algo not in TASKS:
+            parser.error(f"--algos: no task {algo!r} (the tasks: {', '.join(TASKS)})")
         task = TASKS[algo]
-        args.budget, args.eval_every = task.budget, task.eval_every
+        args.budget, args.eval_every, args.episodes = task.budget, task.eval_every, episodes or task.episodes
         peer_rows = peer_names(algo, peers)
         names = [*(f"rlpilot-{algo}-{arm}" for arm in arms), *peer_rows]
         results: dict[str, list[dict]] = {name: [] for name in names}
@@ -757,7 +815,9 @@ def main() -> None:
         print("\n".join(block), flush=True)
         lines += block
         data["tasks"][algo] = {
+            "algo": task.algo,
             "env_id": task.env_id,
+            "episodes": args.episodes,
             "threshold": task.threshold,
             "budget": task.budget,
             "eval_every": task.eval_every,

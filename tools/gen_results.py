@@ -54,6 +54,11 @@ def source_line(path: Path, stamp: list[str]) -> str:
     )
 
 
+def task_label(algo: str, task: dict) -> str:
+    """``SAC``: a task's algorithm as a table names it (a locomotion task's key is its preset, e.g. sac-hopper)."""
+    return task.get("algo", algo).upper()
+
+
 def tasks_in_order(data: dict) -> list[tuple[str, dict]]:
     """A time-to-solve result's tasks as the tables list them (PPO, DQN, SAC, TD3), whichever were carried."""
     order = ("ppo", "dqn", "sac", "td3")
@@ -124,7 +129,7 @@ def time_to_solve_table(path: Path) -> str:
         solved = [i for i, r in enumerate(results[ours]) if r["solved"] and results[peer][i]["solved"]]
         ours_s = statistics.median(results[ours][i]["train_s"] for i in solved) if solved else float("nan")
         peer_s = statistics.median(results[peer][i]["train_s"] for i in solved) if solved else float("nan")
-        cells = [f"{algo.upper()} on {task['env_id']}", ARM_NAMES.get(arm, arm)]
+        cells = [f"{task_label(algo, task)} on {task['env_id']}", ARM_NAMES.get(arm, arm)]
         cells += [] if only_sb3 else [_peer_label(peer)]
         cells += [f"{c['both_solved']}/{c['seeds']}", f"{ours_s:.2f}", f"{peer_s:.2f}"]
         cells += [f"{c[key][0]:.2f}x [{c[key][1]:.2f}-{c[key][2]:.2f}]" for key in ("train_s", "process_s", "frames")]
@@ -146,11 +151,11 @@ def time_to_solve_table(path: Path) -> str:
         if best:
             times = [r["train_s"] for r in task["results"][best] if r["solved"]]
             fastest.append(
-                f"{algo.upper()}: {_peer_label(best)}, {statistics.median(times):.2f} s "
+                f"{task_label(algo, task)} on {task['env_id']}: {_peer_label(best)}, {statistics.median(times):.2f} s "
                 f"({len(times)}/{len(task['results'][best])} seeds solved)"
             )
         else:
-            fastest.append(f"{algo.upper()}: none solved")
+            fastest.append(f"{task_label(algo, task)} on {task['env_id']}: none solved")
     lines += [
         "",
         "Fastest peer per task (median training clock over the seeds it solved): " + "; ".join(fastest) + ".",
@@ -195,7 +200,7 @@ def time_to_solve_summary(path: Path) -> str:
         cells = [_median_cell(task["results"].get(names[side]), short=True) for side in sides.values()]
         c = task["comparisons"].get("preset")
         ratio = f"{c['train_s'][0]:.2f}x [{c['train_s'][1]:.2f}-{c['train_s'][2]:.2f}]" if c else "-"
-        lines.append(f"| {algo.upper()} on {task['env_id']} | " + " | ".join([*cells, ratio]) + " |")
+        lines.append(f"| {task_label(algo, task)} on {task['env_id']} | " + " | ".join([*cells, ratio]) + " |")
     seeds = next(iter(data["tasks"].values()))["seeds"]
     lines += [
         "",

@@ -15,10 +15,41 @@ def test_every_arm_of_time_to_solve_is_a_valid_rlpilot_config():
     from rlpilot.config import load_config
 
     tts = load_benchmark(BENCHMARKS / "time_to_solve.py")
-    for algo, task in tts.TASKS.items():
-        for overrides in (tts.SAME_SETTINGS[algo], [*tts.SAME_SETTINGS[algo], *tts.SBX_COMPUTATION[algo]]):
+    for task in tts.TASKS.values():
+        same = tts.same_settings(task)
+        for overrides in (same, [*same, *tts.SBX_COMPUTATION[task.algo]]):
             load_config(task.preset, overrides=list(overrides)).validate()
     assert load_config("td3-pendulum", overrides=tts.SBX_COMPUTATION["td3"]).td3.actor_q == "min"
+
+
+def test_a_locomotion_task_times_its_preset_to_the_threshold_against_the_zoos_settings():
+    """A locomotion task runs the preset a user trains (its own threshold, stopped there: the presets go on to 1M),
+    on one thread, evaluated as it evaluates; its peers get the Zoo's mujoco-defaults, which locomotion_peers.py
+    (the 300k-frame curves beside the same presets) uses too; its rows are named by the task, not the algorithm
+    (SAC on Pendulum and SAC on HalfCheetah are different workers)."""
+    from types import SimpleNamespace
+
+    from rlpilot.config import load_config
+
+    tts = load_benchmark(BENCHMARKS / "time_to_solve.py")
+    peers = load_benchmark(BENCHMARKS / "locomotion_peers.py")
+    assert tts.MUJOCO_ZOO == peers.ZOO  # one dict: the curves' peers and the timed peers run alike
+    for key in ("sac-halfcheetah", "td3-halfcheetah", "sac-hopper", "td3-hopper"):
+        task = tts.TASKS[key]
+        preset = load_config(task.preset)
+        assert (task.env_id, task.threshold) == (preset.env.id, preset.train.solved_at)
+        assert (task.eval_every, task.episodes) == (preset.train.eval_every_frames, preset.train.eval_episodes)
+        assert task.sb3 is tts.MUJOCO_ZOO[task.algo]
+        assert tts.peer_names(key) == [f"sb3-{key}-zoo", f"sbx-{key}-zoo"]  # no CleanRL-style SAC/TD3 peer
+        assert {f"sb3-{key}-zoo", f"sbx-{key}-zoo"} <= set(tts.WORKERS)
+        args = SimpleNamespace(eval_every=task.eval_every, budget=task.budget, episodes=task.episodes, set=[])
+        command, _ = tts.rlpilot_cli(task, "same", 100, args)
+        settings = [command[i + 1] for i, word in enumerate(command) if word == "--set"]
+        run = load_config(task.preset, overrides=settings)
+        assert run.train.stop_when_solved and run.train.num_threads == 1 and run.train.seed == 100
+        assert getattr(run, task.algo).steps_per_env == 1 and getattr(run, task.algo).updates_per_frame == 1
+    assert tts.WORKERS["sb3-sac-zoo"].keywords["env_id"] == "Pendulum-v1"
+    assert tts.WORKERS["sb3-sac-halfcheetah-zoo"].keywords["env_id"] == "HalfCheetah-v5"
 
 
 def test_a_carry_keeps_every_row_under_the_stamp_it_was_measured_under():
