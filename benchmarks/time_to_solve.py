@@ -27,7 +27,8 @@ frames, evaluation time counted, evaluated AFTER the update that follows the fra
 ``_on_rollout_start``, which runs after ``train()``; its ``_on_step`` fires before the update). Seeds
 start at 100: no preset was tuned on them (tuning seeds are listed in each preset's header). Each run is
 its own child process, one after another (never two at once), on one torch thread and pinned to one CPU
-(``one_core``: every thread any library starts shares that core, rlpilot's curve helper included); the training clock
+(``one_core``: every thread any library starts shares that core, rlpilot's curve helper included; ``--cores N``:
+pinned to N CPUs, rlpilot's learner, SB3's torch and SBX's XLA on N threads each: the whole machine); the training clock
 runs from the start of training to the solved evaluation, the process clock from the command to exit.
 rlpilot's rows run its CLI (``python -m rlpilot.cli train PRESET --set ...``), so their whole process is
 what a user of the command waits for: imports, training, the curve, doctor's lines, exit (the CLI skips
@@ -267,6 +268,7 @@ def rlpilot_settings(
     threshold: float,
     max_seconds: float | None = None,
     overrides: tuple[str, ...] = (),
+    threads: int = 1,
 ) -> list[str]:
     settings = [
         *overrides,
@@ -276,7 +278,7 @@ def rlpilot_settings(
         f"train.eval_episodes={episodes}",
         f"train.solved_at={threshold}",
         "train.stop_when_solved=true",  # the locomotion presets go on past their threshold; timed here to it
-        "train.num_threads=1",
+        f"train.num_threads={threads}",
     ]
     if max_seconds is not None:
         settings.append(f"train.max_seconds={max_seconds}")
@@ -327,7 +329,13 @@ def rlpilot_cli(task: Task, arm: str, seed: int, args) -> tuple[list[str], Path]
     }[arm]
     overrides = (*overrides, *args.set)
     settings = rlpilot_settings(
-        seed, args.eval_every, args.budget, args.episodes, threshold=task.threshold, overrides=overrides
+        seed,
+        args.eval_every,
+        args.budget,
+        args.episodes,
+        threshold=task.threshold,
+        overrides=overrides,
+        threads=getattr(args, "cores", 1),
     )
     run_dir = Path("runs/bench") / f"{task.preset}-{arm}-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     command = [sys.executable, "-m", "rlpilot.cli", "train", task.preset, "--run-dir", str(run_dir), "-q"]
@@ -448,11 +456,18 @@ def learn_until_solved(
 JAX_ONE_CPU_THREAD = {"JAX_PLATFORMS": "cpu", "NPROC": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
 
 
-def jax_on_one_cpu_thread() -> None:
-    """:data:`JAX_ONE_CPU_THREAD` into the environment (before jax is imported), keeping any XLA flags already set."""
+def jax_cpu_settings(threads: int = 1) -> dict[str, str]:
+    """:data:`JAX_ONE_CPU_THREAD`, or for ``threads`` > 1 XLA's CPU client sized to that many (Eigen's pool left on)."""
+    if threads == 1:
+        return dict(JAX_ONE_CPU_THREAD)
+    return {"JAX_PLATFORMS": "cpu", "NPROC": str(threads)}
+
+
+def jax_on_one_cpu_thread(threads: int = 1) -> None:
+    """:func:`jax_cpu_settings` into the environment (before jax is imported), keeping any XLA flags already set."""
     import os
 
-    for key, value in JAX_ONE_CPU_THREAD.items():
+    for key, value in jax_cpu_settings(threads).items():
         if key == "XLA_FLAGS":
             flags = os.environ.get(key, "")
             os.environ[key] = flags if value in flags else f"{flags} {value}".strip()
@@ -472,6 +487,7 @@ def worker_sb3(
     threshold: float = THRESHOLD,
     max_seconds: float | None = None,
     library: str = "sb3",
+    threads: int = 1,
 ) -> dict:
     """SB3 (or, ``library="sbx"``, SBX) learning until its greedy evaluation reaches ``threshold``, the budget,
     or ``max_seconds`` (``learn_until_solved``).
@@ -490,11 +506,11 @@ def worker_sb3(
     what a user waits. Building the model (Flax's parameter init) is outside it, as SB3's model
     construction is; the process clock counts everything, importing JAX included."""
     if library == "sbx":
-        jax_on_one_cpu_thread()
+        jax_on_one_cpu_thread(threads)
     import torch
     from stable_baselines3.common.env_util import make_vec_env
 
-    torch.set_num_threads(1)  # as rlpilot; small MLPs run fastest on one thread (SBX's buffers are PyTorch too)
+    torch.set_num_threads(threads)  # as rlpilot's learner (SBX's buffers are PyTorch too)
     model = make_sb3(algo, seed, env_id=env_id, hyperparams=hyperparams, library=library)
     eval_env = make_vec_env(env_id, n_envs=episodes, seed=seed + 10_000)
     return learn_until_solved(model, eval_env, eval_every, budget, episodes, threshold, max_seconds)
@@ -542,6 +558,18 @@ WORKERS = {name: fn for task in TASKS.values() for name, fn in workers(task).ite
 PINNED_CPU = 0
 
 
+def pin_cores(cores: int):
+    """A ``preexec_fn`` pinning the child to CPUs ``PINNED_CPU`` .. ``PINNED_CPU + cores - 1`` (``one_core`` for 1)."""
+    if cores == 1:
+        return one_core
+
+    def pin() -> None:
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, set(range(PINNED_CPU, PINNED_CPU + cores)))
+
+    return pin
+
+
 def one_core() -> None:
     """Every child (rlpilot and each peer) runs pinned to one CPU: the same thread budget on both sides, whatever
     threads a library starts (XLA's runtime and Eigen pools, torch's inter-op pool, Ray's and gymnasium's none
@@ -579,11 +607,19 @@ def run_child(
             str(args.budget),
             "--episodes",
             str(args.episodes),
+            *(["--cores", str(args.cores)] if getattr(args, "cores", 1) != 1 else []),
             *extra,
         ]
     )
     start, cpu_start = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout, preexec_fn=one_core)
+    out = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        preexec_fn=pin_cores(getattr(args, "cores", 1)),
+    )
     process_s = time.perf_counter() - start
     cpu_end = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds: robust to other load on the machine
     cpu_s = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
@@ -693,7 +729,7 @@ def comparison_key(arm: str, peer: str) -> str:
     return arm if peer.startswith("sb3-") else f"{arm}/{peer}"
 
 
-def interpreter_line(python: Path) -> str:
+def interpreter_line(python: Path, cores: int = 1) -> str:
     """The SBX interpreter, its package versions (the stamp's are this interpreter's) and JAX's settings."""
     names = ("sbx-rl", "jax", "jaxlib", "flax", "optax", "stable-baselines3", "torch", "gymnasium", "numpy")
     code = (
@@ -702,7 +738,7 @@ def interpreter_line(python: Path) -> str:
     )
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
     versions = out.stdout.strip() or f"versions unknown ({out.stderr.strip()[-200:]})"
-    flags = " ".join(f"{key}={value}" for key, value in JAX_ONE_CPU_THREAD.items())
+    flags = " ".join(f"{key}={value}" for key, value in jax_cpu_settings(cores).items())
     return f"# sbx interpreter: {python} ({versions}); {flags}"
 
 
@@ -755,13 +791,21 @@ def main() -> None:
         help="an earlier result file (.json): its tasks not run now are copied into --out with their own stamp "
         "(re-measure one task without re-running the others)",
     )
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=1,
+        help="CPUs each run is pinned to and threads it computes on (rlpilot's train.num_threads, SB3's torch "
+        "threads, SBX's XLA client); default 1",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--eval-every", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(WORKERS[args.worker](args.seed, args.eval_every, args.budget, args.episodes)))
+        threads = {"threads": args.cores} if args.cores != 1 else {}  # only SB3's and SBX's workers take more
+        print(json.dumps(WORKERS[args.worker](args.seed, args.eval_every, args.budget, args.episodes, **threads)))
         return
     earlier = json.loads(Path(args.carry).read_text()) if args.carry else {}
     header = stamp.header()
@@ -771,9 +815,18 @@ def main() -> None:
     arms = args.arms.split(",")
     peers = tuple(args.peers.split(","))
     sbx_python = Path(args.sbx_python) if args.sbx_python else SBX_PYTHON
+    if args.cores < 1 or args.cores > (os.cpu_count() or 1):
+        parser.error(f"--cores {args.cores}: this machine has {os.cpu_count()} CPUs; give 1 to {os.cpu_count()}")
+    if args.cores != 1 and "cleanrl" in peers:
+        parser.error("--cores: the CleanRL-style peers compute on one thread; leave cleanrl out of --peers")
+    data["cores"] = args.cores
+    lines.append(
+        f"# cores: {args.cores} (each run pinned to CPUs {PINNED_CPU}-{PINNED_CPU + args.cores - 1}; "
+        f"train.num_threads={args.cores}, SB3's torch threads {args.cores}, SBX's XLA client {args.cores})"
+    )
     if "sbx" in peers:
         if sbx_python.exists():
-            lines.append(interpreter_line(sbx_python))
+            lines.append(interpreter_line(sbx_python, args.cores))
             data["sbx_interpreter"] = lines[-1].removeprefix("# ")
         else:
             skip = f"SBX rows skipped: no interpreter at {sbx_python} (make bench-sbx-venv, or --sbx-python PATH)"

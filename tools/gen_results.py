@@ -162,13 +162,25 @@ def time_to_solve_table(path: Path) -> str:
         "",
         f"Ratios are peer time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
         f"solved, with a 95% bootstrap interval; seeds {seeds[0]}-{seeds[-1]} (no preset was tuned on them). "
-        "Peers, all with RL Zoo's hyperparameters: "
+        + cores_line(data)
+        + "Peers, all with RL Zoo's hyperparameters: "
         + ", ".join(text for kind, text in PEER_NOTES.items() if kind in present)
         + ". "
         + source_line(path, data["stamp"])
         + carried_line(data),
     ]
     return "\n".join(lines)
+
+
+def cores_line(data: dict) -> str:
+    """The thread budget of a time-to-solve file that gave each run more than one core (none said: one)."""
+    cores = data.get("cores", 1)
+    if cores == 1:
+        return ""
+    return (
+        f"Every run pinned to {cores} CPUs and computing on {cores} threads (rlpilot's learner, SB3's torch, SBX's "
+        "XLA client). "
+    )
 
 
 def _median_cell(runs: list[dict] | None, short: bool = False) -> str:

@@ -74,3 +74,27 @@ def test_a_carry_keeps_every_row_under_the_stamp_it_was_measured_under():
         ("earlier.json", ["sac"]),
         ("newer.json", ["dqn"]),
     ]
+
+
+def test_cores_gives_every_side_the_same_cpus_and_threads():
+    """``--cores 2`` (the whole 2-core machine): rlpilot's learner on 2 threads, the peers' workers told 2 (torch's
+    threads, XLA's client), each child pinned to both CPUs; one core keeps XLA's single-thread recipe."""
+    import os
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    tts = load_benchmark(BENCHMARKS / "time_to_solve.py")
+    task = tts.TASKS["sac-halfcheetah"]
+    args = SimpleNamespace(eval_every=task.eval_every, budget=task.budget, episodes=task.episodes, set=[], cores=2)
+    command, _ = tts.rlpilot_cli(task, "preset", 100, args)
+    assert "train.num_threads=2" in command
+    assert tts.jax_cpu_settings(2) == {"JAX_PLATFORMS": "cpu", "NPROC": "2"}
+    assert tts.jax_cpu_settings(1)["NPROC"] == "1" and "eigen=false" in tts.jax_cpu_settings(1)["XLA_FLAGS"]
+    assert tts.pin_cores(1) is tts.one_core
+    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2:
+        code = "import os; print(sorted(os.sched_getaffinity(0)))"
+        pinned = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, preexec_fn=tts.pin_cores(2)
+        )
+        assert pinned.stdout.strip() == "[0, 1]"
