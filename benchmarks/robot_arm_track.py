@@ -36,7 +36,7 @@ from arm_gains import CONDITIONS, ENV_ID, ROBUST, gains_file, play, tuned  # noq
 from stamp import ROOT, footer, header  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))
-from gen_results import robot_arm_track_table  # noqa: E402
+from results_arm import robot_arm_track_table  # noqa: E402
 
 from rlpilot.config import EnvConfig  # noqa: E402
 from rlpilot.control.evaluate import evaluate  # noqa: E402

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import results_figures  # the newest result file of a pattern
-from result_stamps import stamp_value
+from result_stamps import RESULTS, ROOT, newest, stamp_value
 
 PLANTS = {"arm": "the arm (`rlpilot/ReacherTrack-v0`)", "dc-motor": "the DC motor", "tank": "the heated tank"}
 
@@ -22,7 +21,7 @@ def _worst(row: dict[str, list[float]]) -> tuple[str, list[float]]:
 def first_step_table() -> str | None:
     rows, sources = [], []
     for plant, label in PLANTS.items():
-        path = results_figures.newest(f"adapt_first_step-{plant}-*.json")
+        path = newest(f"adapt_first_step-{plant}-*.json")
         if path is None:
             continue
         data = json.loads(Path(path).read_text())
@@ -48,13 +47,13 @@ def first_step_table() -> str | None:
 
 
 def _source(path: Path, data: dict, what: str) -> str:
-    shown = path.relative_to(results_figures.ROOT).with_suffix(".txt")
+    shown = path.relative_to(ROOT).with_suffix(".txt")
     commit, cpu, command = (stamp_value(data["stamp"], key) for key in ("commit", "cpu", "command"))
     return f"`{shown}` ({what}, commit {commit[:12]}, {cpu}; command: `{command}`)"
 
 
 def identify_table() -> str | None:
-    path = results_figures.newest("adapt_identify-arm-*.json")
+    path = newest("adapt_identify-arm-*.json")
     if path is None:
         return None
     data = json.loads(Path(path).read_text())
@@ -90,7 +89,7 @@ def cost_table() -> str | None:
     each plant from the newest file (by its stamp's date) that measured it, so that re-timing one plant
     (``--plant arm``) replaces that row alone, and each row names its source."""
     newest: dict[str, tuple[str, Path, dict]] = {}
-    for path in sorted(results_figures.RESULTS.glob("adapt_cost-*.json")):
+    for path in sorted(RESULTS.glob("adapt_cost-*.json")):
         data = json.loads(path.read_text())
         date = stamp_value(data["stamp"], "date")
         for plant in data["plants"]:

@@ -18,8 +18,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_stamps import ROOT, newest  # noqa: E402
+
 IMAGES = ROOT / "docs" / "img" / "results"
 MANIFEST = IMAGES / "sources.json"
 SIDES = {
@@ -30,11 +31,6 @@ SIDES = {
     "cleanrl-{algo}-zoo": ("CleanRL-style", "tab:purple"),
 }
 """Time to solve: each side's result key, its label and its colour."""
-
-
-def newest(pattern: str) -> Path | None:
-    found = sorted(RESULTS.glob(pattern))
-    return found[-1] if found else None
 
 
 def _figure(width: float = 8.0, height: float = 4.5, rows: int = 1, cols: int = 1, **share):

@@ -14,7 +14,7 @@ import statistics
 import sys
 from pathlib import Path
 
-import results_figures  # the newest result file of a pattern
+from result_stamps import newest as _newest_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "benchmarks" / "peers" / "published_mujoco.json"
@@ -27,7 +27,7 @@ T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 
 
 
 def newest(preset: str, kind: str = "seed_runs") -> Path | None:
-    return results_figures.newest(f"{kind}-{preset}-*.json")
+    return _newest_file(f"{kind}-{preset}-*.json")
 
 
 def peers_cell(preset: str, sources: list[Path]) -> str:

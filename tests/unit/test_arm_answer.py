@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ from benchmark_loader import BENCHMARKS, load_benchmark
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("gen_results", ROOT / "tools" / "gen_results.py")
 gen_results = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gen_results)
+spec.loader.exec_module(gen_results)  # puts tools/ on sys.path
+results_arm = sys.modules["results_arm"]
 
 
 def cell(rmse: float, effort: float = 0.01) -> dict:
@@ -30,8 +32,8 @@ def test_the_bar_is_asked_of_each_deployable_row_with_its_effort(tmp_path):
     """The rows of the benchmark script's file, each as a ratio to the fine oracle of compare's answer on the same
     episodes, verdicts against compare's robust PD; a condition compare did not play (the script's randomised arm)
     is left out."""
-    oracle, robust = gen_results.ORACLE_ROW, gen_results.ROBUST_ROW
-    adaptive, on_adaptive = gen_results.ANSWER_ADAPTIVE, gen_results.ANSWER_RL_ADAPTIVE
+    oracle, robust = results_arm.ORACLE_ROW, results_arm.ROBUST_ROW
+    adaptive, on_adaptive = results_arm.ANSWER_ADAPTIVE, results_arm.ANSWER_RL_ADAPTIVE
     data = {
         "episodes": 100,
         "stamp": ["# commit: 0123456789abcdef", "# date: 2026-12-05", "# load at start: 0 0 0", "# command: x"],
@@ -58,7 +60,7 @@ def test_the_bar_is_asked_of_each_deployable_row_with_its_effort(tmp_path):
             }
         )
     )
-    lines = gen_results.robot_arm_answer(path, answer).splitlines()
+    lines = results_arm.robot_arm_answer(path, answer).splitlines()
     table = {line.split(" | ")[0].lstrip("| "): line for line in lines}
     assert lines[0] == "| | nominal | delay |"
     assert table["robust PD (compare's)"].endswith("| 4.00x | 1.00x |")
