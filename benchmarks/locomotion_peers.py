@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
-from time_to_solve import MUJOCO_ZOO as ZOO  # noqa: E402
-from time_to_solve import jax_on_one_cpu_thread, learn_until_solved, make_sb3  # noqa: E402
+from zoo import MUJOCO_ZOO as ZOO  # noqa: E402
+from zoo import jax_on_one_cpu_thread, learn_until_solved, make_sb3  # noqa: E402
 
 
 def run(algo: str, env_id: str, library: str, seed: int, budget: int, every: int, episodes: int) -> dict:

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import stamp  # noqa: E402
 import time_to_solve as tts  # noqa: E402
+import zoo  # noqa: E402
 
 LIBRARIES = ("rlpilot", "sbx", "sb3")
 GPU_VARIANTS = ("rlpilot-nographs", "rlpilot-eager")
@@ -82,12 +83,12 @@ def time_peer(library: str, algo: str, phases: int, device: str = "cpu") -> list
     import numpy as np
 
     if library == "sbx" and device == "cpu":  # on CUDA, JAX's default: its GPU backend
-        tts.jax_on_one_cpu_thread()
+        zoo.jax_on_one_cpu_thread()
     import torch
 
     torch.set_num_threads(1)
     task = tts.TASKS[algo]
-    model = tts.make_sb3(algo, 0, env_id=task.env_id, hyperparams=task.sb3, library=library, device=device)
+    model = zoo.make_sb3(algo, 0, env_id=task.env_id, hyperparams=task.sb3, library=library, device=device)
     frames, steps = phase_shape(algo)
     model.learn(total_timesteps=1)  # sets up the logger and the env; nothing trains (learning_starts)
     env = model.get_env()
