@@ -1,4 +1,4 @@
-"""The speed tables of docs/results.md, README.md and docs/locomotion.md: time to solve against the peers, an update's
+"""The speed tables of docs/speed.md, README.md and docs/locomotion.md: time to solve against the peers, an update's
 cost and its physical limit, throughput, start-up, compiled presets and CUDA graphs (tools/gen_results.py runs this).
 """
 
@@ -161,7 +161,7 @@ def _median_cell(runs: list[dict] | None, short: bool = False) -> str:
 def time_to_solve_summary(path: Path) -> str:
     """README's small form of the time-to-solve file: one row per task, each side's median training clock to
     solve (the share of seeds solved only where not all did) and SB3's per seed over rlpilot's preset. Every arm,
-    its intervals and the files' stamps are in docs/results.md (``time_to_solve``)."""
+    its intervals and the files' stamps are in docs/speed.md (``time_to_solve``)."""
     data = json.loads(path.read_text())
     if not any("peers" in task for task in data["tasks"].values()):
         return time_to_solve_table(path)  # files from before the other peers: the table as it was
@@ -419,7 +419,7 @@ def lunarlander_table(path: Path) -> str:
 
 
 def preset_compile_table(path: Path) -> str:
-    """docs/results.md: each preset's time to solve with ``train.compile=auto`` against ``off`` (paired per seed), the
+    """docs/speed.md: each preset's time to solve with ``train.compile=auto`` against ``off`` (paired per seed), the
     newest ``preset_compile`` file that measured it (``path``: the newest file, named for the source pattern)."""
     newest_of: dict[str, tuple[Path, dict]] = {}
     for found in sorted(RESULTS.glob("preset_compile-*.json")):
@@ -447,13 +447,13 @@ def preset_compile_table(path: Path) -> str:
 
 
 def peer_update_cost_table(path: Path) -> str:
-    """docs/results.md: a learning phase's cost per gradient step, rlpilot against SBX and SB3."""
+    """docs/speed.md: a learning phase's cost per gradient step, rlpilot against SBX and SB3."""
     data = json.loads(path.read_text())
     return "\n".join(data["table"]) + "\n\n" + source_line(path, data["stamp"])
 
 
 def cuda_graphs_table(path: Path) -> str:
-    """docs/results.md: CUDA graphs on the lent GPU machine (``benchmarks/gpu/cuda_graphs.sh``'s logs): a learning
+    """docs/speed.md: CUDA graphs on the lent GPU machine (``benchmarks/gpu/cuda_graphs.sh``'s logs): a learning
     phase's cost per gradient step (rlpilot compiled with graphs, without, eager; SBX on JAX's GPU backend), from the
     newest log that has them, and the policy step with and without its graph, from the newest log with that table."""
     texts = {log: log.read_text() for log in sorted(path.parent.glob("cuda_graphs-h200-*.log"), reverse=True)}

@@ -26,7 +26,7 @@ def test_result_tables_are_generated_from_the_result_files():
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "<!-- generated:time_to_solve_summary -->" in (ROOT / "README.md").read_text()
-    assert "<!-- generated:time_to_solve -->" in (ROOT / "docs" / "results.md").read_text()
+    assert "<!-- generated:time_to_solve -->" in (ROOT / "docs" / "speed.md").read_text()
 
 
 def test_every_config_field_has_a_docstring():
@@ -152,10 +152,11 @@ def _tables_outside_markers(text: str) -> list[list[str]]:
 
 
 def test_every_result_table_is_generated():
-    """docs/results.md: every table is written by tools/gen_results.py or `rlpilot bench` from result files
-    (none typed). README.md: the only table outside markers is the preset list, and its budgets and
+    """docs/results.md and docs/speed.md: every table is written by tools/gen_results.py or `rlpilot bench` from
+    result files (none typed). README.md: the only table outside markers is the preset list, and its budgets and
     thresholds are the presets' own."""
-    assert _tables_outside_markers((ROOT / "docs" / "results.md").read_text()) == []
+    for page in ("results.md", "speed.md"):
+        assert _tables_outside_markers((ROOT / "docs" / page).read_text()) == [], page
     tables = _tables_outside_markers((ROOT / "README.md").read_text())
     assert len(tables) == 1 and tables[0][0].startswith("| preset | env | budget (frames) | solved at |"), tables
     from rlpilot.config import solved_threshold

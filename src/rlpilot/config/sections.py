@@ -295,7 +295,7 @@ class TrainConfig:
     compile: str = one_of("auto", "auto", "on", "off")
     """The update (loss, backward, gradient clip and Adam step) as one program compiled by inductor: ``auto`` on
     CUDA, and on a CPU when the run plans enough updates for the compile to pay back with a margin (PPO 10,000, DQN
-    16,000, SAC 3,000, TD3 5,000; a compiled update took 0.35-0.8x the eager one's time: docs/results.md, "Compiled
+    16,000, SAC 3,000, TD3 5,000; a compiled update took 0.35-0.8x the eager one's time: docs/speed.md, "Compiled
     updates and the physical limit"), after 256 eager updates (a run that stops sooner never compiles); ``on`` from
     the first update wherever asked (MAPPO/IPPO too), ``off`` never. Compiled code is cached per user
     (``~/.cache/rlpilot/inductor``); the first build's seconds are logged as ``compile/<program>_s``; a loss that
@@ -304,7 +304,7 @@ class TrainConfig:
     cuda_graphs: bool = True
     """On CUDA: each compiled update program (loss, backward, clip, guard test and Adam step) and the policy's acting
     forward replayed as one CUDA graph, captured at their second call (one launch instead of dozens; PyTorch's
-    graph-safe random numbers give the same draws). Measured on an H200: docs/results.md, "CUDA graphs". ``false``:
+    graph-safe random numbers give the same draws). Measured on an H200: docs/speed.md, "CUDA graphs". ``false``:
     launch kernel by kernel. No effect on a CPU."""
     log_every_frames: int = positive(2_048)
     """Frames between rows of ``metrics.csv``."""

@@ -13,7 +13,7 @@ with flat tensors, without the autograd engine or Dynamo's guards at run time (:
 :class:`CompiledStep`). On a CPU several updates can be one program too, a loop over stacked minibatches
 (:meth:`CompiledStep.steps`: DQN's learning phase).
 
-Measured with ``python benchmarks/update_cost.py --limit --cold`` (docs/results.md, "Compiled updates and the
+Measured with ``python benchmarks/update_cost.py --limit --cold`` (docs/speed.md, "Compiled updates and the
 physical limit"): on the 2-core CPU machine a compiled update took 0.34-0.8x the eager one's time (PPO 64-64 0.34x,
 DQN 256-256 0.54x, SAC 256-256 0.66x, TD3 400-300 0.79x), reaching 84-89% of the measured matrix-multiply peak at
 the Zoo's 256-256 and 400-300 networks; a cold compile cost 5-20 s, one from the cache about 2-3 s. ``auto``

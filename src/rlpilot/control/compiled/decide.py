@@ -1,6 +1,6 @@
 """``train.compile``: whether a run compiles its update, when, and with what (the C++ compiler, inductor's cache).
 
-The rule was measured with ``python benchmarks/update_cost.py --limit --cold`` (docs/results.md, "Compiled updates and
+The rule was measured with ``python benchmarks/update_cost.py --limit --cold`` (docs/speed.md, "Compiled updates and
 the physical limit"): on the 2-core CPU machine a compiled update took 0.34-0.8x the eager one's time, a cold compile
 5-20 s, one from the cache about 2-3 s. ``auto`` therefore compiles on CUDA, and on a CPU where the run plans enough
 updates (:data:`PAYS_BACK_AFTER`), after its first :data:`AUTO_EAGER_UPDATES` updates (made eagerly, so a run that
