@@ -70,6 +70,18 @@ def _peer_label(peer: str) -> str:
     return PEER_LABELS.get(peer.split("-")[0], peer)
 
 
+def _ratio_cell(c: dict, key: str) -> str:
+    """A comparison's median ratio on one clock and its interval (one seed solved by both: no interval to give)."""
+    mid, low, high = c[key]
+    if c["both_solved"] < 2:
+        return f"{mid:.2f}x (one seed: no interval)" if c["both_solved"] else "-"
+    return f"{mid:.2f}x [{low:.2f}-{high:.2f}]"
+
+
+def _seeds_named(seeds: list[int]) -> str:
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+
+
 def time_to_solve_table(path: Path) -> str:
     """One row per task, rlpilot arm and peer. A file with SB3 as its only peer (those before SBX and the
     CleanRL-style peers) keeps its table without the peer column."""
@@ -96,14 +108,14 @@ def time_to_solve_table(path: Path) -> str:
         cells = [f"{task_label(algo, task)} on {task['env_id']}", ARM_NAMES.get(arm, arm)]
         cells += [] if only_sb3 else [_peer_label(peer)]
         cells += [f"{c['both_solved']}/{c['seeds']}", f"{ours_s:.2f}", f"{peer_s:.2f}"]
-        cells += [f"{c[key][0]:.2f}x [{c[key][1]:.2f}-{c[key][2]:.2f}]" for key in ("train_s", "process_s", "frames")]
+        cells += [_ratio_cell(c, key) for key in ("train_s", "process_s", "frames")]
         lines.append("| " + " | ".join(cells) + " |")
     seeds = next(iter(data["tasks"].values()))["seeds"]
     if only_sb3:
         lines += [
             "",
             f"Ratios are SB3 time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
-            f"solved, with a 95% bootstrap interval; seeds {seeds[0]}-{seeds[-1]} (no preset was tuned on them). "
+            f"solved, with a 95% bootstrap interval; {_seeds_named(seeds)} (no preset was tuned on them). "
             + source_line(path, data["stamp"]),
         ]
         return "\n".join(lines)
@@ -125,7 +137,7 @@ def time_to_solve_table(path: Path) -> str:
         "Fastest peer per task (median training clock over the seeds it solved): " + "; ".join(fastest) + ".",
         "",
         f"Ratios are peer time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
-        f"solved, with a 95% bootstrap interval; seeds {seeds[0]}-{seeds[-1]} (no preset was tuned on them). "
+        f"solved, with a 95% bootstrap interval; {_seeds_named(seeds)} (no preset was tuned on them). "
         + cores_line(data)
         + "Peers, all with RL Zoo's hyperparameters: "
         + ", ".join(text for kind, text in PEER_NOTES.items() if kind in present)
@@ -515,5 +527,7 @@ SOURCES = {
     "time_to_solve_compiled_td3": ("time_to_solve_compiled_td3-*.json", time_to_solve_table),
     "time_to_solve_overhead": ("time_to_solve_overhead-*.json", time_to_solve_table),
     "cuda_graphs": ("cuda_graphs-h200-*.log", cuda_graphs_table),
+    "time_to_solve_mujoco": ("time_to_solve_mujoco-*.json", time_to_solve_table),
+    "time_to_solve_mujoco_cores2": ("time_to_solve_mujoco2-*.json", time_to_solve_table),
 }
 """Each block of these pages and the newest result file of the pattern it is generated from (tools/gen_results.py)."""
