@@ -79,7 +79,9 @@ def _ratio_cell(c: dict, key: str) -> str:
 
 
 def _seeds_named(seeds: list[int]) -> str:
-    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+    if len(seeds) == 1:
+        return f"seed {seeds[0]} (no preset was tuned on it)"
+    return f"seeds {seeds[0]}-{seeds[-1]} (no preset was tuned on them)"
 
 
 def time_to_solve_table(path: Path) -> str:
@@ -115,8 +117,7 @@ def time_to_solve_table(path: Path) -> str:
         lines += [
             "",
             f"Ratios are SB3 time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
-            f"solved, with a 95% bootstrap interval; {_seeds_named(seeds)} (no preset was tuned on them). "
-            + source_line(path, data["stamp"]),
+            f"solved, with a 95% bootstrap interval; {_seeds_named(seeds)}. " + source_line(path, data["stamp"]),
         ]
         return "\n".join(lines)
     present = {c["peer"].split("-")[0] for *_, c in rows}
@@ -137,7 +138,7 @@ def time_to_solve_table(path: Path) -> str:
         "Fastest peer per task (median training clock over the seeds it solved): " + "; ".join(fastest) + ".",
         "",
         f"Ratios are peer time / rlpilot time per seed (above 1: rlpilot is faster), median over the seeds both "
-        f"solved, with a 95% bootstrap interval; {_seeds_named(seeds)} (no preset was tuned on them). "
+        f"solved, with a 95% bootstrap interval; {_seeds_named(seeds)}. "
         + cores_line(data)
         + "Peers, all with RL Zoo's hyperparameters: "
         + ", ".join(text for kind, text in PEER_NOTES.items() if kind in present)

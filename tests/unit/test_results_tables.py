@@ -38,7 +38,7 @@ def test_one_seed_has_no_interval_and_the_task_reads_as_algorithm_on_env(tmp_pat
     table = results_speed.time_to_solve_table(mujoco_file(tmp_path, [100], cores=1))
     assert "| SAC on HalfCheetah-v5 | preset vs preset (what a user gets) | SBX + Zoo | 1/1 |" in table
     assert "1.50x (one seed: no interval)" in table and "[1.40-1.60]" not in table
-    assert "seed 100 (no preset" in table and "pinned to" not in table
+    assert "seed 100 (no preset was tuned on it)" in table and "pinned to" not in table
 
 
 def test_several_seeds_show_their_interval_and_a_whole_machine_file_its_cores(tmp_path):
