@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stamp  # noqa: E402
 from zoo import MUJOCO_ZOO as ZOO  # noqa: E402
-from zoo import jax_on_one_cpu_thread, learn_until_solved, make_sb3  # noqa: E402
+from zoo import jax_on_cpu_threads, learn_until_solved, make_sb3  # noqa: E402
 
 
 def run(algo: str, env_id: str, library: str, seed: int, budget: int, every: int, episodes: int) -> dict:
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--out", help="result file (stamped; JSON beside it)")
     args = parser.parse_args()
     if args.library == "sbx":
-        jax_on_one_cpu_thread()
+        jax_on_cpu_threads()
     header, lines, rows = stamp.header(), [], []
     for seed in (int(s) for s in args.seeds.split(",")):
         row = run(args.algo, args.env, args.library, seed, args.budget, args.every, args.episodes)

@@ -83,7 +83,7 @@ def time_peer(library: str, algo: str, phases: int, device: str = "cpu") -> list
     import numpy as np
 
     if library == "sbx" and device == "cpu":  # on CUDA, JAX's default: its GPU backend
-        zoo.jax_on_one_cpu_thread()
+        zoo.jax_on_cpu_threads()
     import torch
 
     torch.set_num_threads(1)

@@ -277,7 +277,7 @@ def jax_cpu_settings(threads: int = 1) -> dict[str, str]:
     return {"JAX_PLATFORMS": "cpu", "NPROC": str(threads)}
 
 
-def jax_on_one_cpu_thread(threads: int = 1) -> None:
+def jax_on_cpu_threads(threads: int = 1) -> None:
     """:func:`jax_cpu_settings` into the environment (before jax is imported), keeping any XLA flags already set."""
     import os
 
@@ -320,7 +320,7 @@ def worker_sb3(
     what a user waits. Building the model (Flax's parameter init) is outside it, as SB3's model
     construction is; the process clock counts everything, importing JAX included."""
     if library == "sbx":
-        jax_on_one_cpu_thread(threads)
+        jax_on_cpu_threads(threads)
     import torch
     from stable_baselines3.common.env_util import make_vec_env
 

@@ -41,7 +41,7 @@ import torch.optim as optim
 
 ENV_ID = "CartPole-v1"
 # RL Baselines3 Zoo, hyperparams/dqn.yml, CartPole-v1, in SB3's names: must match SB3_DQN_ZOO in
-# benchmarks/time_to_solve.py (which passes its own dict; this copy is for a standalone run)
+# benchmarks/zoo.py (the benchmark passes its own dict; this copy is for a standalone run)
 ZOO = dict(
     learning_rate=2.3e-3,
     batch_size=64,

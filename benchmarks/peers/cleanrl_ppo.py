@@ -39,7 +39,7 @@ from torch.distributions.categorical import Categorical
 
 ENV_ID = "CartPole-v1"
 # RL Baselines3 Zoo, hyperparams/ppo.yml, CartPole-v1, in SB3's names: must match SB3_PPO_ZOO in
-# benchmarks/time_to_solve.py (which passes its own dict; this copy is for a standalone run)
+# benchmarks/zoo.py (the benchmark passes its own dict; this copy is for a standalone run)
 ZOO = dict(
     n_steps=32,
     batch_size=256,
