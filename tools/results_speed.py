@@ -144,9 +144,25 @@ def time_to_solve_table(path: Path) -> str:
         + ", ".join(text for kind, text in PEER_NOTES.items() if kind in present)
         + ". "
         + source_line(path, data["stamp"])
-        + carried_line(data),
+        + carried_line(data)
+        + pooled_line(data),
     ]
     return "\n".join(lines)
+
+
+def pooled_line(data: dict) -> str:
+    """A file pooled from runs of a few seeds each (benchmarks/pool_seeds.py) names each run: its seeds, file,
+    commit, date and command (the source line above is the pooling's)."""
+
+    def seeds(entry: dict) -> str:
+        return ", ".join(str(s) for s in sorted({s for seeds in entry["seeds"].values() for s in seeds}))
+
+    return "".join(
+        f" Seed(s) {seeds(entry)} measured in "
+        f"`{Path(entry['from']).name}` (commit {stamp_value(entry['stamp'], 'commit')[:12]}, "
+        f"{stamp_value(entry['stamp'], 'date')}, command: `{stamp_value(entry['stamp'], 'command')}`)."
+        for entry in data.get("pooled", [])
+    )
 
 
 def cores_line(data: dict) -> str:
