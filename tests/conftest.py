@@ -64,12 +64,28 @@ def loopback_ray():
     return ray
 
 
-def pytest_sessionfinish(session, exitstatus):
+def _leave_ray() -> None:
     import sys
 
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+
+
+def _in_ray_group(item) -> bool:
+    return any((m.args[:1] or (m.kwargs.get("name"),))[0] == "ray" for m in item.iter_markers("xdist_group"))
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The loopback cluster is left after the last Ray test of this test process (``--dist loadgroup`` sends the
+    group to one process as one unit): idle, its raylet and prestarted workers took ~4% of a core for the rest of
+    the session."""
+    if _in_ray_group(item) and (nextitem is None or not _in_ray_group(nextitem)):
+        _leave_ray()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _leave_ray()
 
 
 # property tests draw the same examples on every run (CI must not fail on a draw no earlier run made; new edge
