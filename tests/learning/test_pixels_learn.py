@@ -6,6 +6,8 @@ does: 0.47), within the preset's 500k frames and 9 minutes of wall time. Seen on
 0-3 solve at 50k-76k frames in 27-74 s; this test (seed 1) took 31 s.
 """
 
+import importlib.util
+
 import pytest
 
 from rlpilot.config import load_config
@@ -13,7 +15,8 @@ from rlpilot.control.evaluate import evaluate
 from rlpilot.envs import make_env
 from rlpilot.loop.trainer import train
 
-pytest.importorskip("minatar", reason="the pixels extra: pip install 'rlpilot[pixels]'")
+if importlib.util.find_spec("minatar") is None:  # looked up, not imported here (it imports seaborn, scipy, pandas)
+    pytest.skip("the pixels extra: pip install 'rlpilot[pixels]'", allow_module_level=True)
 
 
 @pytest.mark.slow

@@ -1,12 +1,15 @@
 """Pixel envs at the CLI: `rlpilot check` reports the pixel specs and writes a sample frame PNG;
 `export` refuses image observations in one line."""
 
+import importlib.util
+
 import pytest
 from PIL import Image
 
 from cli_runner import run_cli
 
-pytest.importorskip("minatar", reason="the pixels extra: pip install 'rlpilot[pixels]'")
+if importlib.util.find_spec("minatar") is None:  # looked up, not imported here (it imports seaborn, scipy, pandas)
+    pytest.skip("the pixels extra: pip install 'rlpilot[pixels]'", allow_module_level=True)
 
 
 rlpilot = run_cli

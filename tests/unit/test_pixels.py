@@ -1,5 +1,7 @@
 """The pixel chain: TorchRL transforms in the env, the same frames on the fast path, CNNs sized from specs."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,8 @@ from rlpilot.config import EnvConfig, ModelConfig
 from rlpilot.control.models import ConvEncoder, network
 from rlpilot.envs import make_env, observation_reader
 
-pytest.importorskip("minatar", reason="the pixels extra: pip install 'rlpilot[pixels]'")
+if importlib.util.find_spec("minatar") is None:  # looked up, not imported here (it imports seaborn, scipy, pandas)
+    pytest.skip("the pixels extra: pip install 'rlpilot[pixels]'", allow_module_level=True)
 
 MINATAR = EnvConfig(id="MinAtar/Breakout-v1", num_envs=4, frame_stack=3)
 
