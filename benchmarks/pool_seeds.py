@@ -92,7 +92,8 @@ def main() -> int:
             parser.error(f"{path}: not a readable result file ({error})")
         if "tasks" not in data or "stamp" not in data or data.get("carried"):
             parser.error(f"{path}: not a time_to_solve result file of its own measurements (no tasks, or carried rows)")
-        files.append((str(path.relative_to(stamp.ROOT) if path.resolve().is_relative_to(stamp.ROOT) else path), data))
+        resolved = path.resolve()
+        files.append((str(resolved.relative_to(stamp.ROOT) if resolved.is_relative_to(stamp.ROOT) else path), data))
     try:
         data = pool(files)
     except Mismatch as error:
