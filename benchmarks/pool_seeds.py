@@ -11,7 +11,8 @@ recomputed over all of them (``time_to_solve.compare``, as one run of every seed
 The files must have measured the same thing: the same tasks with the same settings (env, threshold, budget,
 evaluation), the same rows (arms and peers), the same cores and the same SBX interpreter; no seed twice. Each
 seed keeps the stamp it was measured under (``pooled`` in the JSON: file, stamp and seeds); the pooled file's own
-stamp says when and how it was pooled.
+stamp says when and how it was pooled. A pooled file may be pooled again with newer seeds: its runs are listed as
+they were.
 """
 
 from __future__ import annotations
@@ -68,9 +69,11 @@ def pool(files: list[tuple[str, dict]]) -> dict:
             for key, c in task["comparisons"].items()
         }
         tasks[algo] = merged
-    pooled = [
-        {"from": path, "stamp": data["stamp"], "seeds": {algo: t["seeds"] for algo, t in data["tasks"].items()}}
+    pooled = [  # a file pooled before lists the runs it pooled: each seed keeps the stamp it was measured under
+        entry
         for path, data in files
+        for entry in data.get("pooled")
+        or [{"from": path, "stamp": data["stamp"], "seeds": {algo: t["seeds"] for algo, t in data["tasks"].items()}}]
     ]
     kept = {key: first[key] for key in ("cores", "sbx_interpreter") if key in first}
     return {"tasks": tasks, **kept, "pooled": pooled}

@@ -49,6 +49,12 @@ def test_pooled_seeds_are_compared_as_one_run_of_them_all_and_keep_their_stamps(
     ]
     assert data["cores"] == 1 and data["sbx_interpreter"] == "sbx 0.28"
 
+    again = pool_seeds.pool(
+        [("ab.json", {**data, "stamp": ["# commit: pool"]}), ("c.json", measured([103], [90.0], "c"))]
+    )
+    assert again["tasks"]["sac-halfcheetah"]["seeds"] == [100, 101, 102, 103]
+    assert [e["from"] for e in again["pooled"]] == ["a.json", "b.json", "c.json"]  # each run, not the first pooling
+
 
 @pytest.mark.parametrize(
     "change, needle",
