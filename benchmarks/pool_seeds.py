@@ -25,8 +25,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import stamp  # noqa: E402
-from time_to_solve import TASKS, compare, comparison_lines, report  # noqa: E402
+from time_to_solve import TASKS, compare, report  # noqa: E402
 
+SAME_FILE = ("cores", "sbx_interpreter")
+"""What every pooled file must agree on (the thread budget and the SBX interpreter with its versions)."""
 SAME = ("algo", "env_id", "episodes", "threshold", "budget", "eval_every", "peers")
 """What every pooled file's task must agree on (its seeds and results are what is pooled)."""
 
@@ -40,7 +42,7 @@ def pool(files: list[tuple[str, dict]]) -> dict:
     comparisons recomputed, and ``pooled``: each file with its stamp and the seeds it measured."""
     first_path, first = files[0]
     for path, data in files[1:]:
-        for key in ("cores", "sbx_interpreter"):
+        for key in SAME_FILE:
             if data.get(key) != first.get(key):
                 raise Mismatch(f"{path}: {key} {data.get(key)!r} differs from {first_path}'s {first.get(key)!r}")
         if sorted(data["tasks"]) != sorted(first["tasks"]):
@@ -75,7 +77,7 @@ def pool(files: list[tuple[str, dict]]) -> dict:
         for entry in data.get("pooled")
         or [{"from": path, "stamp": data["stamp"], "seeds": {algo: t["seeds"] for algo, t in data["tasks"].items()}}]
     ]
-    kept = {key: first[key] for key in ("cores", "sbx_interpreter") if key in first}
+    kept = {key: first[key] for key in SAME_FILE if key in first}
     return {"tasks": tasks, **kept, "pooled": pooled}
 
 
@@ -95,8 +97,7 @@ def main() -> int:
             parser.error(f"{path}: not a readable result file ({error})")
         if "tasks" not in data or "stamp" not in data or data.get("carried"):
             parser.error(f"{path}: not a time_to_solve result file of its own measurements (no tasks, or carried rows)")
-        resolved = path.resolve()
-        files.append((str(resolved.relative_to(stamp.ROOT) if resolved.is_relative_to(stamp.ROOT) else path), data))
+        files.append((str(path), data))  # as given: the table shows its name
     try:
         data = pool(files)
     except Mismatch as error:
@@ -104,10 +105,10 @@ def main() -> int:
     header = stamp.header()
     lines = [f"# pooled from {entry['from']}: seeds {entry['seeds']}" for entry in data["pooled"]]
     for algo, task in data["tasks"].items():
-        results, seeds, comparisons = task["results"], task["seeds"], task["comparisons"]
-        lines += report(TASKS[algo], results, seeds, comparisons, task["episodes"], task["peers"])
-        for comparison in task["comparisons"].values():
-            print("\n".join(comparison_lines(comparison)))
+        seeds, peers = task["seeds"], task["peers"]
+        block = report(TASKS[algo], task["results"], seeds, task["comparisons"], task["episodes"], peers)
+        print("\n".join(block), flush=True)
+        lines += block
     stamp.write_result(args.out, header, lines, data)
     return 0
 

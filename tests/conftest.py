@@ -72,8 +72,15 @@ def _leave_ray() -> None:
         ray.shutdown()
 
 
+def _groups(item) -> list[str]:
+    """The ``xdist_group`` names of a test, sorted."""
+    return sorted(
+        {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    )
+
+
 def _in_ray_group(item) -> bool:
-    return any((m.args[:1] or (m.kwargs.get("name"),))[0] == "ray" for m in item.iter_markers("xdist_group"))
+    return "ray" in _groups(item)
 
 
 def pytest_runtest_teardown(item, nextitem):
@@ -137,8 +144,6 @@ def _group_suffix(config, items) -> None:
     from _pytest.nodeid import NodeId
 
     for item in items:
-        names = sorted(
-            {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
-        )
+        names = _groups(item)
         if names and "@" not in item.nodeid:
             item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")

@@ -40,10 +40,17 @@ def carried_line(data: dict) -> str:
     """A result file that re-measured some tasks and copied the others from earlier ones says which, and each copied
     row's own stamp."""
     return "".join(
-        f" Rows for {', '.join(a.upper() for a in entry['algos'])} copied from `{Path(entry['from']).name}` "
-        f"(commit {stamp_value(entry['stamp'], 'commit')[:12]}, {stamp_value(entry['stamp'], 'date')}, "
-        f"command: `{stamp_value(entry['stamp'], 'command')}`)."
+        f" Rows for {', '.join(a.upper() for a in entry['algos'])} copied from {_cited(entry)}."
         for entry in carried_entries(data)
+    )
+
+
+def _cited(entry: dict) -> str:
+    """An earlier result file a table takes rows from (``{"from", "stamp"}``): its name, commit, date and command."""
+    stamp = entry["stamp"]
+    return (
+        f"`{Path(entry['from']).name}` (commit {stamp_value(stamp, 'commit')[:12]}, {stamp_value(stamp, 'date')}, "
+        f"command: `{stamp_value(stamp, 'command')}`)"
     )
 
 
@@ -157,12 +164,7 @@ def pooled_line(data: dict) -> str:
     def seeds(entry: dict) -> str:
         return ", ".join(str(s) for s in sorted({s for seeds in entry["seeds"].values() for s in seeds}))
 
-    return "".join(
-        f" Seed(s) {seeds(entry)} measured in "
-        f"`{Path(entry['from']).name}` (commit {stamp_value(entry['stamp'], 'commit')[:12]}, "
-        f"{stamp_value(entry['stamp'], 'date')}, command: `{stamp_value(entry['stamp'], 'command')}`)."
-        for entry in data.get("pooled", [])
-    )
+    return "".join(f" Seed(s) {seeds(entry)} measured in {_cited(entry)}." for entry in data.get("pooled", []))
 
 
 def cores_line(data: dict) -> str:
